@@ -1,0 +1,35 @@
+"""Errors raised by the incremental view maintenance engine."""
+
+from __future__ import annotations
+
+
+class IvmError(Exception):
+    """Root of every error raised by :mod:`ivm`.
+
+    Attributes:
+        view: Name of the view at fault, when known.
+        fragment: The SQL fragment at fault, when known.
+    """
+
+    def __init__(self, message: str, *, view: str | None = None, fragment: str | None = None):
+        self.view = view
+        self.fragment = fragment
+        where = f"view {view!r}: " if view else ""
+        at = f" (at: {fragment})" if fragment else ""
+        super().__init__(f"{where}{message}{at}")
+
+
+class SqlParseError(IvmError):
+    """The view's SQL does not parse or does not resolve against the source schemas."""
+
+
+class NotIncrementalError(IvmError):
+    """The view cannot be maintained incrementally; ``reason`` names why.
+
+    Raised only when the refresh policy is ``incremental``; under ``auto`` the view
+    runs as a full recompute and the reason is reported instead.
+    """
+
+    def __init__(self, reason: str, *, view: str | None = None, fragment: str | None = None):
+        self.reason = reason
+        super().__init__(f"not incremental: {reason}", view=view, fragment=fragment)

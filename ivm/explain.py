@@ -1,0 +1,31 @@
+"""Render a view plan as an indented tree (``lakehouse explain VIEW``)."""
+
+from __future__ import annotations
+
+from ivm.plan import PlanNode, ViewPlan
+
+
+def explain(plan: ViewPlan) -> str:
+    """Describe how each node of ``plan`` is maintained.
+
+    Returns:
+        Lines of text: one per node with its law (or the reason it is not
+        incremental), its key and the state it reads, children indented.
+    """
+    mode = "incremental" if plan.incremental else f"full recompute ({plan.reason})"
+    key = ", ".join(plan.key) if plan.key is not None else "none (rows kept with multiplicity)"
+    lines = [f"view {plan.view}: {mode}", f"key: {key}"]
+    _render(plan.root, 0, lines)
+    return "\n".join(lines)
+
+
+def _render(node: PlanNode, depth: int, lines: list[str]) -> None:
+    pad = "  " * depth
+    law = node.law.value + (f": {node.reason}" if node.reason else "")
+    lines.append(f"{pad}- {node.operator} [{law}] {node.detail}")
+    if node.key is not None:
+        lines.append(f"{pad}    key: ({', '.join(node.key)})")
+    if node.state:
+        lines.append(f"{pad}    reads: {', '.join(node.state)}")
+    for child in node.children:
+        _render(child, depth + 1, lines)

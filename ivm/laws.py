@@ -1,0 +1,25 @@
+"""The laws by which plan nodes are maintained."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Law(StrEnum):
+    """How one plan node's delta is derived from its inputs' deltas.
+
+    Source: Gupta and Mumick, "Maintenance of Materialized Views: Problems,
+    Techniques, and Applications" (IEEE Data Eng. Bull. 1995), and DBSP
+    (Budiu et al., VLDB 2023) for the Z-set formulation.
+    """
+
+    CHANGE_FEED = "change feed"
+    """A source: its delta is the change feed between two versions."""
+    LINEAR = "linear"
+    """Filter and project: the operator applied to the delta is the delta of its output."""
+    BILINEAR_JOIN = "bilinear join rule"
+    """Inner join: d(A join B) = dA join B_old + A_new join dB, over N inputs."""
+    AFFECTED_KEY_RECOMPUTE = "affected-key recompute"
+    """Aggregate/DISTINCT: recompute the groups whose key occurs in the input delta."""
+    FULL_RECOMPUTE = "full recompute"
+    """The node is recomputed from the sources at the new frontier."""

@@ -1,0 +1,68 @@
+"""Incremental plans: a tree of nodes, each with the law that maintains it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from ivm.laws import Law
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """One operator of a view's plan.
+
+    Attributes:
+        operator: ``scan``, ``join``, ``filter``, ``project``, ``aggregate`` or ``query``.
+        detail: The SQL fragment the node stands for.
+        law: How the node's delta is computed.
+        reason: Why the node is not incremental (only with ``Law.FULL_RECOMPUTE``).
+        key: The unique key of the node's output, when known.
+        state: What the node reads besides its inputs' deltas, e.g. ``flights@old``.
+        children: Input nodes.
+    """
+
+    operator: str
+    detail: str
+    law: Law
+    reason: str | None = None
+    key: tuple[str, ...] | None = None
+    state: tuple[str, ...] = ()
+    children: tuple[PlanNode, ...] = ()
+
+
+@dataclass(frozen=True)
+class ViewPlan:
+    """A view compiled for incremental maintenance.
+
+    Attributes:
+        view: The view's name.
+        sql: The view's SQL, qualified against the source schemas (Spark dialect).
+        sources: Names of the sources the view reads, in FROM order.
+        columns: The view's output column names, in order.
+        key: Output columns that identify a row uniquely, or None: rows are kept
+            with multiplicities (duplicates allowed).
+        root: The plan tree.
+        reason: Why the view is not incremental, or None when it is.
+        query: The qualified sqlglot expression (for the evaluator).
+    """
+
+    view: str
+    sql: str
+    sources: tuple[str, ...]
+    columns: tuple[str, ...]
+    key: tuple[str, ...] | None
+    root: PlanNode
+    reason: str | None
+    query: exp.Select = field(repr=False, compare=False)
+
+    @property
+    def incremental(self) -> bool:
+        """Whether every node of the plan is maintained incrementally."""
+        return self.reason is None
+
+    @property
+    def is_aggregate(self) -> bool:
+        """Whether the view's top block groups rows (GROUP BY, aggregates or DISTINCT)."""
+        return self.root.operator == "aggregate"
