@@ -4,7 +4,7 @@ The public surface: compile a view with :func:`compile_view`, then compute its
 change with :func:`view_delta` or its whole content with :func:`recompute`.
 """
 
-from ivm.compiler import compile_view
+from ivm.compiler import compile_view, referenced_sources
 from ivm.errors import IvmError, NotIncrementalError, SqlParseError
 from ivm.evaluate import SourceInput, recompute, view_delta
 from ivm.explain import explain
@@ -22,6 +22,7 @@ __all__ = [
     "SqlParseError",
     "ViewPlan",
     "compile_view",
+    "referenced_sources",
     "consolidate",
     "expand",
     "explain",

@@ -169,3 +169,16 @@ def _tree(query: exp.Select, key: tuple[str, ...] | None) -> PlanNode:
     state = tuple(f"{t.name}@{v} for affected keys" for t in tables for v in ("old", "new"))
     return PlanNode("aggregate", detail, Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state,
                     children=(node,))
+
+
+def referenced_sources(sql: str) -> set[str]:
+    """The names of the tables ``sql`` reads (CTE names excluded).
+
+    Raises:
+        SqlParseError: The SQL does not parse.
+    """
+    try:
+        statement = sqlglot.parse_one(sql, dialect="spark")
+    except ParseError as error:
+        raise SqlParseError(f"SQL does not parse: {error}", fragment=sql) from error
+    return {t.name for t in statement.find_all(exp.Table) if not _is_cte(statement, t.name)}

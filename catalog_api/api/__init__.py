@@ -1,0 +1,1 @@
+"""HTTP layer of the catalog service: routers only, no catalog logic."""

@@ -1,0 +1,12 @@
+"""The router of the whole Iceberg REST API, mounted by the app under ``/iceberg``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from catalog_api.api.routes import config, namespaces, tables
+
+api_router = APIRouter()
+api_router.include_router(config.router)
+api_router.include_router(namespaces.router)
+api_router.include_router(tables.router)

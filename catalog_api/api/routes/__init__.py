@@ -1,0 +1,1 @@
+"""Routers of the Iceberg REST Catalog API, one module per resource."""

@@ -1,0 +1,72 @@
+"""Namespace routes: list, create, load, exists, drop, update properties."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+from pyiceberg.catalog.rest import (
+    ListNamespaceResponse,
+    NamespaceResponse,
+    UpdateNamespacePropertiesResponse,
+)
+
+from catalog_api.api.routes.responses import json_response
+from catalog_api.deps import NamespaceDep, ParentDep, StoreDep
+from catalog_api.models import CreateNamespaceBody, UpdateNamespacePropertiesBody
+
+router = APIRouter(prefix="/v1/namespaces", tags=["Catalog API"])
+
+
+@router.get("", response_model=ListNamespaceResponse, summary="List namespaces")
+def list_namespaces(store: StoreDep, parent: ParentDep) -> Response:
+    """List namespaces one level below ``parent`` (the top level when absent)."""
+    return json_response(ListNamespaceResponse(namespaces=store.list_namespaces(parent)))
+
+
+@router.post("", response_model=NamespaceResponse, summary="Create a namespace")
+def create_namespace(store: StoreDep, body: CreateNamespaceBody) -> Response:
+    """Create a namespace with optional properties."""
+    namespace = tuple(body.namespace)
+    properties = store.create_namespace(namespace, body.properties)
+    return json_response(NamespaceResponse(namespace=namespace, properties=properties))
+
+
+@router.get("/{namespace}", response_model=NamespaceResponse, summary="Load a namespace")
+def load_namespace(store: StoreDep, namespace: NamespaceDep) -> Response:
+    """Return the properties of a namespace."""
+    properties = store.load_namespace(namespace)
+    return json_response(NamespaceResponse(namespace=namespace, properties=properties))
+
+
+@router.head(
+    "/{namespace}", status_code=status.HTTP_204_NO_CONTENT, summary="Check if a namespace exists"
+)
+def namespace_exists(store: StoreDep, namespace: NamespaceDep) -> Response:
+    """Answer 204 when the namespace exists, 404 otherwise."""
+    code = status.HTTP_204_NO_CONTENT if store.namespace_exists(namespace) else 404
+    return Response(status_code=code)
+
+
+@router.delete(
+    "/{namespace}", status_code=status.HTTP_204_NO_CONTENT, summary="Drop an empty namespace"
+)
+def drop_namespace(store: StoreDep, namespace: NamespaceDep) -> Response:
+    """Drop a namespace that holds no tables and no child namespaces."""
+    store.drop_namespace(namespace)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/{namespace}/properties",
+    response_model=UpdateNamespacePropertiesResponse,
+    summary="Set or remove namespace properties",
+)
+def update_namespace_properties(
+    store: StoreDep, namespace: NamespaceDep, body: UpdateNamespacePropertiesBody
+) -> Response:
+    """Set and remove properties; report what was removed, updated and missing."""
+    summary = store.update_namespace_properties(namespace, body.removals, body.updates)
+    return json_response(
+        UpdateNamespacePropertiesResponse(
+            removed=summary.removed, updated=summary.updated, missing=summary.missing
+        )
+    )

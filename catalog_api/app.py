@@ -1,0 +1,67 @@
+"""Application factory of the Iceberg REST Catalog service."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from catalog_api.api.main import api_router
+from catalog_api.api.routes.config import API_PREFIX
+from catalog_api.core.config import CatalogSettings
+from catalog_api.errors import install_error_handlers
+from catalog_api.middleware import BodySizeLimitMiddleware
+from catalog_api.store import CatalogStore
+
+DESCRIPTION = (
+    "Apache Iceberg REST Catalog (spec 1.11) backed by a SQL database. "
+    f"Clients use the base URI `http://host:port{API_PREFIX}`."
+)
+
+
+def create_app(settings: CatalogSettings) -> FastAPI:
+    """Build the catalog application.
+
+    The REST API is served under ``/iceberg/v1/...``, its OpenAPI page at ``/iceberg/docs``
+    and a liveness probe at ``/healthz``. The catalog database tables are created if absent.
+
+    Args:
+        settings: Service settings.
+
+    Returns:
+        The FastAPI application (``app.state.store`` holds its ``CatalogStore``).
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: If ``settings.database_url`` is not a valid URL.
+        sqlalchemy.exc.OperationalError: If the database cannot be reached.
+    """
+    store = CatalogStore(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.close()
+
+    app = FastAPI(
+        title="Lakehouse Iceberg REST Catalog",
+        description=DESCRIPTION,
+        version="0.1.0",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=f"{API_PREFIX}/redoc",
+        swagger_ui_oauth2_redirect_url=f"{API_PREFIX}/docs/oauth2-redirect",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        lifespan=lifespan,
+    )
+    app.state.store = store
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.include_router(api_router, prefix=API_PREFIX)
+
+    @app.get("/healthz", tags=["Health"], summary="Liveness probe")
+    def healthz() -> dict[str, str]:
+        """Answer 200 while the service is up."""
+        return {"status": "ok"}
+
+    return app

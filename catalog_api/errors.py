@@ -1,0 +1,178 @@
+"""Errors of the catalog service and their translation into the spec's ``ErrorModel``.
+
+Every failure leaves the service as ``{"error": {"message", "type", "code"}}`` with the
+exception type names Iceberg clients dispatch on (``NoSuchTableException``,
+``CommitFailedException``, ...). Stack traces are logged, never returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import ValidationError as PydanticValidationError
+from pyiceberg.catalog.rest.response import ErrorResponse, ErrorResponseMessage
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    NoSuchPropertyException,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+    ValidationError,
+)
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 2000
+
+
+class CatalogError(Exception):
+    """Root of the errors the catalog service raises on purpose.
+
+    Attributes:
+        code: HTTP status code of the response.
+        error_type: Exception type name sent to clients in the ``ErrorModel``.
+    """
+
+    code: int = 500
+    error_type: str = "InternalServerError"
+
+
+class BadRequestError(CatalogError):
+    """The request is malformed or asks for something invalid (400)."""
+
+    code = 400
+    error_type = "BadRequestException"
+
+
+class NotFoundError(CatalogError):
+    """A resource or route does not exist (404)."""
+
+    code = 404
+    error_type = "NotFoundException"
+
+
+class UnsupportedOperationError(CatalogError):
+    """The server does not support the requested operation (406)."""
+
+    code = 406
+    error_type = "UnsupportedOperationException"
+
+
+class UnprocessableEntityError(CatalogError):
+    """The request is well formed but contradictory, e.g. a key both set and removed (422)."""
+
+    code = 422
+    error_type = "UnprocessableEntityException"
+
+
+class PayloadTooLargeError(CatalogError):
+    """The request body exceeds ``CatalogSettings.max_body_bytes`` (413)."""
+
+    code = 413
+    error_type = "PayloadTooLargeException"
+
+
+# pyiceberg exception class -> (HTTP code, Iceberg exception type name).
+_PYICEBERG_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    NoSuchTableError: (404, "NoSuchTableException"),
+    NoSuchNamespaceError: (404, "NoSuchNamespaceException"),
+    TableAlreadyExistsError: (409, "AlreadyExistsException"),
+    NamespaceAlreadyExistsError: (409, "AlreadyExistsException"),
+    NamespaceNotEmptyError: (409, "NamespaceNotEmptyException"),
+    CommitFailedException: (409, "CommitFailedException"),
+    ValidationError: (400, "BadRequestException"),
+    NoSuchPropertyException: (400, "BadRequestException"),
+    NotImplementedError: (406, "UnsupportedOperationException"),
+}
+
+_HTTP_TYPES = {
+    400: "BadRequestException",
+    404: "NotFoundException",
+    405: "MethodNotAllowedException",
+    406: "UnsupportedOperationException",
+    413: "PayloadTooLargeException",
+}
+
+
+def error_response(code: int, error_type: str, message: str) -> Response:
+    """Build an ``ErrorModel`` JSON response.
+
+    Args:
+        code: HTTP status code.
+        error_type: Iceberg exception type name, e.g. ``NoSuchTableException``.
+        message: Human-readable message (truncated to ``MAX_MESSAGE_CHARS``).
+
+    Returns:
+        The response with the spec's error body.
+    """
+    body = ErrorResponse(
+        error=ErrorResponseMessage(message=message[:MAX_MESSAGE_CHARS], type=error_type, code=code)
+    )
+    return Response(body.model_dump_json(), status_code=code, media_type="application/json")
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _pyiceberg_mapping(exc: Exception) -> tuple[int, str] | None:
+    for exc_type, mapping in _PYICEBERG_ERRORS.items():
+        if isinstance(exc, exc_type):
+            return mapping
+    return None
+
+
+def _describe_validation(errors: list[Any]) -> str:
+    parts = []
+    for err in errors[:10]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}" if loc else str(err.get("msg")))
+    return "Invalid request: " + "; ".join(parts)
+
+
+async def _handle_catalog_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, CatalogError)
+    return error_response(exc.code, exc.error_type, _message(exc))
+
+
+async def _handle_validation(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError | PydanticValidationError)
+    return error_response(400, "BadRequestException", _describe_validation(list(exc.errors())))
+
+
+async def _handle_http(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    error_type = _HTTP_TYPES.get(exc.status_code, "RESTException")
+    return error_response(exc.status_code, error_type, str(exc.detail))
+
+
+async def _handle_any(request: Request, exc: Exception) -> Response:
+    mapping = _pyiceberg_mapping(exc)
+    if mapping is not None:
+        return error_response(mapping[0], mapping[1], _message(exc))
+    logger.exception("Unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(
+        500, "InternalServerError", f"Internal server error: {type(exc).__name__}"
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register handlers that turn every exception into an ``ErrorModel`` response.
+
+    Args:
+        app: The application to configure.
+    """
+    app.add_exception_handler(CatalogError, _handle_catalog_error)
+    app.add_exception_handler(RequestValidationError, _handle_validation)
+    app.add_exception_handler(PydanticValidationError, _handle_validation)
+    app.add_exception_handler(StarletteHTTPException, _handle_http)
+    for exc_type in _PYICEBERG_ERRORS:
+        app.add_exception_handler(exc_type, _handle_any)
+    app.add_exception_handler(Exception, _handle_any)

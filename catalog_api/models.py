@@ -1,0 +1,74 @@
+"""Request and response bodies that pyiceberg does not model the way a server needs.
+
+pyiceberg's REST models are written for a client: some keys the spec makes optional are
+required there (``location``, ``partition-spec``, ``write-order`` of ``CreateTableRequest``,
+``overwrite`` of ``RegisterTableRequest``, ``identifier`` of a single-table commit). The
+classes here relax exactly those keys and reuse pyiceberg's types for everything else.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pyiceberg.catalog.rest import CreateTableRequest, RegisterTableRequest
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.table import TableIdentifier
+from pyiceberg.table.sorting import SortOrder
+from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.typedef import IcebergBaseModel, Identifier, Properties
+
+
+class CreateTableBody(CreateTableRequest):
+    """``CreateTableRequest`` with optional ``location``, ``partition-spec``, ``write-order``."""
+
+    location: str | None = Field(default=None)
+    partition_spec: PartitionSpec | None = Field(default=None, alias="partition-spec")
+    write_order: SortOrder | None = Field(default=None, alias="write-order")
+
+
+class RegisterTableBody(RegisterTableRequest):
+    """``RegisterTableRequest`` whose ``overwrite`` flag defaults to false."""
+
+    overwrite: bool = False
+
+
+class UpdateTableBody(IcebergBaseModel):
+    """Body of ``POST .../tables/{table}``: the identifier is optional (the URL names the table)."""
+
+    identifier: TableIdentifier | None = None
+    requirements: tuple[TableRequirement, ...] = Field(default_factory=tuple)
+    updates: tuple[TableUpdate, ...] = Field(default_factory=tuple)
+
+
+class TableChange(IcebergBaseModel):
+    """One table's part of a multi-table transaction (the identifier is required)."""
+
+    identifier: TableIdentifier
+    requirements: tuple[TableRequirement, ...] = Field(default_factory=tuple)
+    updates: tuple[TableUpdate, ...] = Field(default_factory=tuple)
+
+
+class CommitTransactionBody(IcebergBaseModel):
+    """Body of ``POST /v1/transactions/commit``."""
+
+    table_changes: list[TableChange] = Field(alias="table-changes")
+
+
+class RenameTableBody(IcebergBaseModel):
+    """Body of ``POST /v1/tables/rename``."""
+
+    source: TableIdentifier
+    destination: TableIdentifier
+
+
+class CreateNamespaceBody(IcebergBaseModel):
+    """Body of ``POST /v1/namespaces``."""
+
+    namespace: Identifier
+    properties: Properties = Field(default_factory=dict)
+
+
+class UpdateNamespacePropertiesBody(IcebergBaseModel):
+    """Body of ``POST /v1/namespaces/{namespace}/properties``."""
+
+    removals: list[str] = Field(default_factory=list)
+    updates: Properties = Field(default_factory=dict)

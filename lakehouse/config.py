@@ -1,0 +1,260 @@
+"""``lakehouse.yaml``: the warehouse, the catalog, Spark, the sources and the views.
+
+The file is validated by pydantic; an invalid file raises one :class:`ConfigError`
+that names the key path and what is expected, before anything starts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from croniter import croniter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from lakehouse.errors import ConfigError
+
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CatalogConfig(_Strict):
+    """The Iceberg REST catalog the pipeline reads and writes through.
+
+    Attributes:
+        embedded: Start the catalog service inside ``lakehouse run``.
+        listen: ``host:port`` the embedded service listens on.
+        uri: Base URI of the catalog (clients append ``/v1``); defaults to the
+            embedded service's ``http://<listen>/iceberg``.
+        database_url: SQLAlchemy URL of the catalog store; defaults to a SQLite file
+            ``catalog.db`` in the warehouse folder.
+    """
+
+    embedded: bool = True
+    listen: str = "127.0.0.1:8181"
+    uri: str | None = None
+    database_url: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, _, port = value.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("expected host:port, e.g. 127.0.0.1:8181")
+        return value
+
+    @property
+    def host(self) -> str:
+        """The host part of ``listen``."""
+        return self.listen.rpartition(":")[0]
+
+    @property
+    def port(self) -> int:
+        """The port part of ``listen``."""
+        return int(self.listen.rpartition(":")[2])
+
+
+class SparkConfig(_Strict):
+    """The Spark session of the pipeline.
+
+    Attributes:
+        master: Spark master URL (``local[2]``, ``spark://host:7077``...).
+        catalog_name: Name of the Iceberg catalog inside Spark SQL.
+        conf: Extra Spark properties.
+        jars: Jar paths to use instead of the offline-assembled Iceberg runtime.
+        jars_packages: Maven coordinates for ``spark.jars.packages`` (needs Maven access).
+    """
+
+    master: str = "local[2]"
+    catalog_name: str = "lakehouse"
+    conf: dict[str, str] = Field(default_factory=dict)
+    jars: list[str] = Field(default_factory=list)
+    jars_packages: str | None = None
+
+
+class IcebergSource(_Strict):
+    """An Iceberg table read through the catalog, by identifier ``namespace.table``."""
+
+    iceberg: str
+
+    @field_validator("iceberg")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not all(IDENTIFIER.match(part) for part in value.split(".")) or "." not in value:
+            raise ValueError("expected an identifier namespace.table, e.g. raw.flights")
+        return value
+
+
+class DeltaSource(_Strict):
+    """A Delta table, by path or URI (``file://``, ``s3://``)."""
+
+    delta: str
+
+
+Source = IcebergSource | DeltaSource
+Sink = Literal["iceberg", "delta"]
+
+
+class ViewConfig(_Strict):
+    """One maintained view.
+
+    Attributes:
+        name: ``namespace.table`` of the view's Iceberg table (and Delta folder).
+        sql: One SELECT over the sources, by their config names (Spark SQL).
+        every: Cadence: a duration (``30s``, ``5m``), a cron expression, or ``on_change``.
+        key: Output columns that identify a row; inferred from GROUP BY when omitted.
+        refresh: ``auto`` (incremental where possible), ``incremental`` (fail when
+            impossible) or ``full``.
+        sinks: Where each refresh is committed.
+    """
+
+    name: str
+    sql: str
+    every: str = "on_change"
+    key: list[str] | None = None
+    refresh: Literal["auto", "incremental", "full"] = "auto"
+    sinks: list[Sink] = Field(default_factory=lambda: ["iceberg", "delta"], min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return IcebergSource._identifier(value)
+
+    @field_validator("every")
+    @classmethod
+    def _cadence(cls, value: str) -> str:
+        if value == "on_change" or DURATION.match(value) or croniter.is_valid(value):
+            return value
+        raise ValueError("expected a duration like 30s or 5m, a cron expression, or on_change")
+
+    @property
+    def interval_s(self) -> float | None:
+        """The cadence in seconds when it is a duration, else None."""
+        match = DURATION.match(self.every)
+        return float(match.group(1)) * _UNIT_S[match.group(2)] if match else None
+
+
+class Config(_Strict):
+    """The whole ``lakehouse.yaml``.
+
+    Attributes:
+        warehouse: Folder (or ``s3://`` URI) holding every table the pipeline writes.
+        catalog: The REST catalog.
+        spark: The Spark session.
+        sources: Source name -> Iceberg identifier or Delta path.
+        views: The maintained views.
+    """
+
+    warehouse: str = "./warehouse"
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    sources: dict[Annotated[str, Field(pattern=IDENTIFIER.pattern)], Source] = Field(
+        default_factory=dict
+    )
+    views: list[ViewConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> Config:
+        names = [view.name for view in self.views]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise ValueError(f"view names must be unique; repeated: {sorted(duplicates)}")
+        return self
+
+    def view(self, name: str) -> ViewConfig:
+        """Return the view called ``name``.
+
+        Raises:
+            ConfigError: No view has that name.
+        """
+        for view in self.views:
+            if view.name == name:
+                return view
+        raise ConfigError(f"no view {name!r}; views: {[v.name for v in self.views]}", key="views")
+
+    @property
+    def catalog_uri(self) -> str:
+        """Base URI of the REST catalog (``.../iceberg``)."""
+        return self.catalog.uri or f"http://{self.catalog.listen}/iceberg"
+
+    @property
+    def warehouse_is_local(self) -> bool:
+        """Whether the warehouse is a local folder (not an object store URI)."""
+        return "://" not in self.warehouse or self.warehouse.startswith("file://")
+
+    @property
+    def warehouse_path(self) -> Path:
+        """The local warehouse folder, absolute.
+
+        Raises:
+            ConfigError: The warehouse is not local.
+        """
+        if not self.warehouse_is_local:
+            raise ConfigError("the warehouse is not a local folder", key="warehouse")
+        return Path(self.warehouse.removeprefix("file://")).expanduser().resolve()
+
+    @property
+    def warehouse_uri(self) -> str:
+        """The warehouse as a URI (``file:///...`` or ``s3://...``)."""
+        return self.warehouse_path.as_uri() if self.warehouse_is_local else self.warehouse
+
+    @property
+    def database_url(self) -> str:
+        """SQLAlchemy URL of the catalog store (SQLite in the warehouse by default)."""
+        if self.catalog.database_url:
+            return self.catalog.database_url
+        return f"sqlite:///{self.warehouse_path / 'catalog.db'}"
+
+
+def parse_config(data: object, *, base_dir: Path | None = None) -> Config:
+    """Validate a parsed YAML document as a :class:`Config`.
+
+    Relative local paths (the warehouse, Delta sources) resolve against ``base_dir``.
+
+    Raises:
+        ConfigError: The document is invalid; names the first key path at fault.
+    """
+    try:
+        config = Config.model_validate(data if data is not None else {})
+    except ValidationError as error:
+        first = error.errors()[0]
+        key = ".".join(str(part) for part in first["loc"] if not str(part).endswith("Source"))
+        raise ConfigError(f"{first['msg']} (got {first.get('input')!r})", key=key) from None
+    return _resolved(config, base_dir) if base_dir is not None else config
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate ``lakehouse.yaml``.
+
+    Raises:
+        ConfigError: The file is missing, is not YAML, or is invalid.
+    """
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read config file: {error.strerror}", key=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"not valid YAML: {error}", key=str(path)) from None
+    return parse_config(data, base_dir=path.parent.resolve())
+
+
+def _resolved(config: Config, base_dir: Path) -> Config:
+    def local(path: str) -> str:
+        if "://" in path:
+            return path
+        return str((base_dir / Path(path).expanduser()).resolve())
+
+    sources = {
+        name: DeltaSource(delta=local(s.delta)) if isinstance(s, DeltaSource) else s
+        for name, s in config.sources.items()
+    }
+    return config.model_copy(update={"warehouse": local(config.warehouse), "sources": sources})

@@ -1,0 +1,47 @@
+"""DuckDB as a reader of the view snapshots: REST catalog ATTACH and ``delta_scan``.
+
+The iceberg, avro, httpfs and delta extensions load offline from their PyPI
+packages (``duckdb-extension-*``), never from DuckDB's extension repository.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import duckdb
+
+from lakehouse.errors import LakehouseError
+
+EXTENSIONS = ("httpfs", "avro", "iceberg", "delta")
+
+
+def extension_path(name: str) -> Path:
+    """The extension file shipped by the ``duckdb-extension-<name>`` package.
+
+    Raises:
+        LakehouseError: The package is not installed.
+    """
+    try:
+        package = importlib.import_module(f"duckdb_extension_{name}")
+    except ImportError:
+        raise LakehouseError(
+            f"DuckDB extension {name!r} missing: pip install duckdb-extension-{name}=="
+            f"{duckdb.__version__}") from None
+    folder = Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    return folder / f"{name}.duckdb_extension"
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the lakehouse extensions loaded."""
+    connection = duckdb.connect()
+    for name in EXTENSIONS:
+        connection.load_extension(str(extension_path(name)))
+    return connection
+
+
+def attach_catalog(connection: duckdb.DuckDBPyConnection, uri: str, alias: str = "lake") -> None:
+    """Attach the Iceberg REST catalog at ``uri`` (``http://host:port/iceberg``) as ``alias``."""
+    connection.execute(
+        f"ATTACH 'warehouse' AS {alias} (TYPE iceberg, ENDPOINT '{uri}', AUTHORIZATION_TYPE 'none')"
+    )

@@ -1,0 +1,51 @@
+"""Errors raised by the lakehouse application.
+
+Every error the application raises on purpose derives from :class:`LakehouseError`, so callers
+(the CLI above all) can tell a reported problem from a bug.
+"""
+
+from __future__ import annotations
+
+
+class LakehouseError(Exception):
+    """Root of the errors the lakehouse application raises on purpose."""
+
+
+class SparkClasspathError(LakehouseError):
+    """The jars a Spark session needs are missing; the message says which and how to get them."""
+
+
+class ConfigError(LakehouseError):
+    """``lakehouse.yaml`` is missing or invalid.
+
+    Attributes:
+        key: The config key path at fault, e.g. ``views.0.every``.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None):
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class SourceError(LakehouseError):
+    """A source cannot be read: missing table, unknown version, bad change feed.
+
+    Attributes:
+        source: The source's name in the config.
+    """
+
+    def __init__(self, message: str, *, source: str):
+        self.source = source
+        super().__init__(f"source {source!r}: {message}")
+
+
+class RefreshError(LakehouseError):
+    """A refresh (tick) of a view failed; nothing of it was committed.
+
+    Attributes:
+        view: The view's name.
+    """
+
+    def __init__(self, message: str, *, view: str):
+        self.view = view
+        super().__init__(f"view {view!r}: {message}")

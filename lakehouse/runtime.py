@@ -1,0 +1,119 @@
+"""The running application: catalog service, Spark session, sources, plans and sinks."""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import TracebackType
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
+from pyspark.sql import SparkSession
+
+from catalog_api import CatalogSettings
+from catalog_api.server import RunningServer, serve_in_thread
+from ivm import ViewPlan, compile_view, referenced_sources
+from lakehouse.catalog_client import catalog_answers
+from lakehouse.config import Config, DeltaSource, ViewConfig
+from lakehouse.refresh import RefreshResult, ViewSinks, refresh_view
+from lakehouse.sources.arrow_bridge import ArrowBridge
+from lakehouse.sources.base import SourceReader
+from lakehouse.sources.delta import DeltaSourceReader
+from lakehouse.sources.iceberg import IcebergSourceReader
+from lakehouse.spark.session import build_spark_session
+from sinks.delta import DeltaSink
+from sinks.iceberg import IcebergSink
+
+
+def start_catalog(config: Config, port: int | None = None) -> RunningServer:
+    """Start the embedded REST catalog in this process (``catalog.embedded``)."""
+    config.warehouse_path.mkdir(parents=True, exist_ok=True)
+    settings = CatalogSettings(warehouse=config.warehouse_uri, database_url=config.database_url)
+    return serve_in_thread(settings, config.catalog.host,
+                           config.catalog.port if port is None else port)
+
+
+class Runtime(AbstractContextManager["Runtime"]):
+    """Everything a tick needs, started once per process.
+
+    Args:
+        config: The validated configuration.
+        start_embedded_catalog: Start the catalog service when the config says it is
+            embedded (False when another process serves it).
+    """
+
+    def __init__(self, config: Config, *, start_embedded_catalog: bool = True):
+        self.config = config
+        self.server: RunningServer | None = None
+        if config.catalog.embedded and start_embedded_catalog and not catalog_answers(
+                config.catalog_uri):
+            self.server = start_catalog(config)
+        self.catalog: Catalog = RestCatalog("lakehouse", uri=config.catalog_uri)
+        self.spark: SparkSession = build_spark_session(
+            app_name="lakehouse-freshness", master=config.spark.master,
+            catalog_name=config.spark.catalog_name, catalog_uri=config.catalog_uri,
+            warehouse=config.warehouse_uri, extra_conf=config.spark.conf,
+            jars=[Path(j) for j in config.spark.jars] or None,
+            jars_packages=config.spark.jars_packages,
+        )
+        self.scratch_dir = config.warehouse_path / "_scratch"
+        self.bridge = ArrowBridge(self.spark, self.scratch_dir)
+        self.readers: dict[str, SourceReader] = {
+            name: self._reader(name, source) for name, source in config.sources.items()
+        }
+        self._plans: dict[str, ViewPlan] = {}
+
+    def _reader(self, name: str, source: object) -> SourceReader:
+        if isinstance(source, DeltaSource):
+            return DeltaSourceReader(self.bridge, name, source.delta)
+        return IcebergSourceReader(self.spark, self.catalog, self.config.spark.catalog_name,
+                                   name, source.iceberg)  # type: ignore[attr-defined]
+
+    def plan(self, view: ViewConfig) -> ViewPlan:
+        """The compiled plan of ``view`` (compiled once, against the sources' schemas).
+
+        Raises:
+            ivm.SqlParseError: The view's SQL does not resolve against its sources.
+        """
+        if view.name not in self._plans:
+            schemas = {}
+            for name in referenced_sources(view.sql) & set(self.readers):
+                reader = self.readers[name]
+                schema = reader.snapshot(reader.current_version()).schema
+                schemas[name] = {f.name: f.dataType.simpleString() for f in schema.fields}
+            self._plans[view.name] = compile_view(view.name, view.sql, schemas, view.key)
+        return self._plans[view.name]
+
+    def sinks(self, view: ViewConfig) -> ViewSinks:
+        """The configured sinks of ``view``."""
+        iceberg = (IcebergSink(self.spark, self.catalog, self.config.spark.catalog_name, view.name)
+                   if "iceberg" in view.sinks else None)
+        delta = DeltaSink(self.delta_uri(view), app_id=f"lakehouse:{view.name}") if (
+            "delta" in view.sinks) else None
+        return ViewSinks(iceberg, delta)
+
+    def delta_uri(self, view: ViewConfig) -> str:
+        """Where the Delta copy of ``view`` lives: ``<warehouse>/delta/<namespace>/<table>``."""
+        namespace, table = view.name.rsplit(".", 1)
+        if self.config.warehouse_is_local:
+            return str(self.config.warehouse_path / "delta" / namespace / table)
+        return f"{self.config.warehouse.rstrip('/')}/delta/{namespace}/{table}"
+
+    def refresh(self, view: ViewConfig) -> RefreshResult:
+        """Run one tick of ``view`` now (skipped when no source advanced)."""
+        try:
+            return refresh_view(view, self.plan(view), self.readers, self.sinks(view))
+        finally:
+            self.bridge.clear()
+
+    def close(self) -> None:
+        """Stop Spark and the embedded catalog; remove scratch files."""
+        self.spark.stop()
+        if self.server is not None:
+            self.server.stop()
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,132 @@
+"""Build a local or cluster Spark session wired to one Iceberg catalog."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakehouse.spark.jars import iceberg_spark_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["ICEBERG_EXTENSIONS", "build_spark_session", "iceberg_session_conf"]
+
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+ICEBERG_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+# Small-machine defaults; any of them can be overridden through ``extra_conf``.
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.driver.memory": "2g",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+_EMPTY: Mapping[str, str] = {}
+
+
+def iceberg_session_conf(
+    *,
+    catalog_name: str,
+    catalog_uri: str,
+    warehouse: str,
+    catalog_type: str = "rest",
+    jars: Sequence[Path] = (),
+    jars_packages: str | None = None,
+) -> dict[str, str]:
+    """Return the Spark configuration for one Iceberg catalog (without small-machine defaults).
+
+    Args:
+        catalog_name: The Spark catalog name, also made the default catalog.
+        catalog_uri: The catalog URI (REST base URI such as ``http://host:8181/iceberg``);
+            ignored for ``hadoop`` catalogs.
+        warehouse: The warehouse location (a path or URI).
+        catalog_type: ``rest`` (default), ``hadoop`` or ``jdbc``.
+        jars: Jars for ``spark.jars``.
+        jars_packages: Maven coordinates for ``spark.jars.packages``, used instead of ``jars``.
+
+    Returns:
+        Configuration keys and values.
+    """
+    prefix = f"spark.sql.catalog.{catalog_name}"
+    conf = {
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        prefix: ICEBERG_CATALOG_CLASS,
+        f"{prefix}.type": catalog_type,
+        f"{prefix}.warehouse": warehouse,
+        "spark.sql.defaultCatalog": catalog_name,
+    }
+    if catalog_type != "hadoop":
+        conf[f"{prefix}.uri"] = catalog_uri
+    if jars_packages:
+        conf["spark.jars.packages"] = jars_packages
+    elif jars:
+        conf["spark.jars"] = ",".join(str(Path(jar).resolve()) for jar in jars)
+    return conf
+
+
+def build_spark_session(
+    *,
+    app_name: str,
+    master: str = "local[2]",
+    catalog_name: str,
+    catalog_uri: str,
+    warehouse: str,
+    catalog_type: str = "rest",
+    extra_conf: Mapping[str, str] = _EMPTY,
+    jars: Sequence[Path] | None = None,
+    jars_packages: str | None = None,
+) -> SparkSession:
+    """Start (or reuse) a Spark session with Iceberg and one Iceberg catalog as default.
+
+    Jars default to :func:`lakehouse.spark.jars.iceberg_spark_jars` (offline) unless
+    ``jars_packages`` names Maven coordinates. Workers run this interpreter
+    (``PYSPARK_PYTHON``), so they see the same pyarrow. Jars, extensions and driver memory only
+    apply to the first session of a process; catalog settings apply to a reused one too.
+
+    Args:
+        app_name: The Spark application name.
+        master: The Spark master URL.
+        catalog_name: The Spark catalog name, made ``spark.sql.defaultCatalog``.
+        catalog_uri: The catalog URI (REST base URI, e.g. ``http://127.0.0.1:8181/iceberg``).
+        warehouse: The warehouse location.
+        catalog_type: ``rest`` (default), ``hadoop`` or ``jdbc``.
+        extra_conf: More Spark settings; they override the defaults (``spark.driver.memory``
+            is ``2g`` unless set here).
+        jars: Jars for ``spark.jars``; default: the offline Iceberg jars.
+        jars_packages: Maven coordinates for ``spark.jars.packages``, used instead of jars.
+
+    Returns:
+        The session, with log level WARN.
+
+    Raises:
+        lakehouse.errors.SparkClasspathError: If the offline jars cannot be assembled.
+    """
+    from pyspark.sql import SparkSession
+
+    if jars is None and not jars_packages:
+        jars = iceberg_spark_jars()
+    conf = {
+        **DEFAULT_CONF,
+        **iceberg_session_conf(
+            catalog_name=catalog_name,
+            catalog_uri=catalog_uri,
+            warehouse=warehouse,
+            catalog_type=catalog_type,
+            jars=jars or (),
+            jars_packages=jars_packages,
+        ),
+        **extra_conf,
+    }
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()  # a reused session takes the runtime (catalog) settings only
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,72 @@
+"""How fresh each view is, read from the catalog and the sinks without Spark."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+
+from ivm import referenced_sources
+from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
+from sinks.frontier import FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
+
+
+@dataclass(frozen=True)
+class ViewStatus:
+    """The freshness of one view.
+
+    Attributes:
+        view: The view's name.
+        frontier: Source versions the view's Iceberg table reflects (None: never refreshed).
+        current: The sources' newest versions.
+        refreshed_at_ms: When the last refresh committed (ms since epoch), if ever.
+        rows: Rows in the view's Iceberg table, if known.
+        behind: Sources that advanced past the frontier.
+        lag_s: 0 when fresh; else seconds since the last refresh (or None if never).
+    """
+
+    view: str
+    frontier: dict[str, int] | None
+    current: dict[str, int]
+    refreshed_at_ms: int | None
+    rows: int | None
+    behind: tuple[str, ...]
+    lag_s: float | None
+
+
+def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
+    """The newest version of source ``name`` (None when missing or empty)."""
+    source = config.sources[name]
+    try:
+        if isinstance(source, DeltaSource):
+            return DeltaTable(source.delta).version()
+        assert isinstance(source, IcebergSource)
+        return catalog.load_table(source.iceberg).metadata.current_snapshot_id
+    except (TableNotFoundError, NoSuchTableError):
+        return None
+
+
+def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatus:
+    """Read the freshness of ``view`` from its Iceberg table and its sources."""
+    names = sorted(referenced_sources(view.sql) & set(config.sources))
+    versions = {name: source_version(config, catalog, name) for name in names}
+    current = {name: v for name, v in versions.items() if v is not None}
+    summary: dict[str, str] = {}
+    try:
+        snapshot = catalog.load_table(view.name).current_snapshot()
+        if snapshot is not None and snapshot.summary is not None:
+            summary = {**snapshot.summary.additional_properties}
+    except NoSuchTableError:
+        pass
+    frontier = decode_frontier(summary.get(FRONTIER_KEY))
+    refreshed_at = int(summary[REFRESHED_AT_KEY]) if REFRESHED_AT_KEY in summary else None
+    behind = tuple(n for n in current if (frontier or {}).get(n) != current[n])
+    lag_s: float | None = 0.0
+    if behind:
+        lag_s = time.time() - refreshed_at / 1000 if refreshed_at else None
+    rows = int(summary["total-records"]) if "total-records" in summary else None
+    return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s)

@@ -1,0 +1,161 @@
+"""Apply view deltas to a Delta table with delta-rs.
+
+Each commit carries the new frontier in its commit info (``custom_metadata``) and
+an application transaction ``(app_id, version)`` that advances with every refresh
+(Delta protocol, "Transaction Identifiers"), so a replayed tick is recognised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import DeltaError, TableNotFoundError
+
+from ivm import WEIGHT
+from sinks.errors import SinkError
+from sinks.frontier import (
+    FRONTIER_KEY,
+    REFRESHED_AT_KEY,
+    Frontier,
+    decode_frontier,
+    encode_frontier,
+)
+from sinks.merge_source import OP
+
+
+class DeltaSink:
+    """One view's Delta table.
+
+    Args:
+        uri: Path or URI of the table (created on the first commit).
+        app_id: Identifies the writer in Delta's application transactions.
+        storage_options: delta-rs storage options (S3 endpoint, credentials).
+    """
+
+    def __init__(self, uri: str, app_id: str, storage_options: dict[str, str] | None = None):
+        self.uri = uri
+        self.app_id = app_id
+        self.storage_options = storage_options
+
+    def _table(self) -> DeltaTable | None:
+        try:
+            return DeltaTable(self.uri, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
+
+    def frontier(self) -> dict[str, int] | None:
+        """The frontier of the table's latest commit; None before the first commit."""
+        table = self._table()
+        if table is None:
+            return None
+        for commit in table.history(1):
+            return decode_frontier(commit.get(FRONTIER_KEY))
+        return None
+
+    def apply(self, delta: pa.Table, key: Sequence[str] | None, frontier: Frontier) -> None:
+        """Apply a view delta in one Delta commit carrying ``frontier``.
+
+        Args:
+            delta: Consolidated Z-set as Arrow: the view's columns plus ``_weight``.
+            key: The view's unique key, or None when rows have multiplicities.
+            frontier: The source versions the table reflects after this commit.
+
+        Raises:
+            SinkError: The commit failed; the table is unchanged.
+        """
+        table = self._table()
+        data = delta.drop_columns([WEIGHT])
+        if table is None or (key is None and pc.min(delta[WEIGHT]).as_py() in (None, 1)
+                             and pc.max(delta[WEIGHT]).as_py() in (None, 1)):
+            self._write(data, "append", frontier)
+            return
+        source = (_keyed_source(delta, key) if key is not None
+                  else _multiset_source(delta, table))
+        self._merge(table, source, key, frontier)
+
+    def replace(self, rows: pa.Table, frontier: Frontier) -> None:
+        """Replace the table's content by ``rows`` in one commit (full refresh)."""
+        self._write(rows, "overwrite", frontier)
+
+    def _properties(self, frontier: Frontier) -> CommitProperties:
+        table = self._table()
+        version = (table.transaction_version(self.app_id) or 0) + 1 if table else 1
+        return CommitProperties(
+            custom_metadata={FRONTIER_KEY: encode_frontier(frontier),
+                             REFRESHED_AT_KEY: str(int(time.time() * 1000))},
+            app_transactions=[Transaction(app_id=self.app_id, version=version)],
+        )
+
+    def _write(self, data: pa.Table, mode: str, frontier: Frontier) -> None:
+        try:
+            write_deltalake(self.uri, data, mode=mode,  # type: ignore[arg-type]
+                            commit_properties=self._properties(frontier),
+                            storage_options=self.storage_options, schema_mode=None)
+        except DeltaError as error:
+            raise SinkError(f"write failed: {error}", table=self.uri) from error
+
+    def _merge(self, table: DeltaTable, source: pa.Table, key: Sequence[str] | None,
+               frontier: Frontier) -> None:
+        columns = [c for c in source.column_names if c != OP]
+        matched = key if key is not None else columns
+        # DataFusion binds IS NOT DISTINCT FROM looser than AND: parenthesise every term.
+        match = [f"(t.{_quoted(c)} IS NOT DISTINCT FROM s.{_quoted(c)})" for c in matched]
+        predicate = " AND ".join([f"(s.{OP} = 'delete')", *match])
+        try:
+            (table.merge(source, predicate=predicate, source_alias="s", target_alias="t",
+                         commit_properties=self._properties(frontier))
+             .when_matched_delete()
+             .when_not_matched_insert({c: f"s.{_quoted(c)}" for c in columns},
+                                      predicate=f"s.{OP} = 'insert'")
+             .execute())
+        except DeltaError as error:
+            raise SinkError(f"merge failed: {error}", table=self.uri) from error
+
+
+def _keyed_source(delta: pa.Table, key: Sequence[str]) -> pa.Table:
+    """Delete markers for every changed key, then the new rows (see merge_source)."""
+    columns = [c for c in delta.column_names if c != WEIGHT]
+    if key:
+        keys = delta.select(list(key)).group_by(list(key)).aggregate([])
+        count = keys.num_rows
+    else:
+        keys, count = delta, min(delta.num_rows, 1)
+    markers = pa.table(
+        {c: keys[c] if c in key else pa.nulls(count, delta.schema.field(c).type) for c in columns}
+        | {OP: pa.array(["delete"] * count)}
+    )
+    inserts = delta.filter(pc.greater(delta[WEIGHT], 0)).select(columns)
+    inserts = inserts.append_column(OP, pa.array(["insert"] * inserts.num_rows))
+    schema = pa.schema([field.with_nullable(True) for field in inserts.schema])
+    return pa.concat_tables([markers.cast(schema), inserts.cast(schema)])
+
+
+def _multiset_source(delta: pa.Table, table: DeltaTable) -> pa.Table:
+    """Delete markers for rows losing copies, then every copy to insert (see merge_source)."""
+    columns = [c for c in delta.column_names if c != WEIGHT]
+    current = table.to_pyarrow_dataset()  # noqa: F841  (scanned by DuckDB below)
+    same = " AND ".join(f"r.{_quoted(c)} IS NOT DISTINCT FROM t.{_quoted(c)}" for c in columns)
+    select = ", ".join(f"r.{_quoted(c)}" for c in columns)
+    result = duckdb.sql(f"""
+        WITH removed AS (SELECT * FROM delta WHERE {WEIGHT} < 0),
+        remaining AS (
+            SELECT {select}, r.{WEIGHT} + (SELECT count(*) FROM current t WHERE {same}) AS n
+            FROM removed r),
+        inserts AS (
+            SELECT {', '.join(map(_quoted, columns))}, {WEIGHT} AS n FROM delta WHERE {WEIGHT} > 0
+            UNION ALL SELECT * FROM remaining)
+        SELECT {', '.join(map(_quoted, columns))}, 'delete' AS {OP} FROM removed
+        UNION ALL
+        SELECT {', '.join(map(_quoted, columns))}, 'insert' AS {OP}
+        FROM inserts, range(CAST(greatest(n, 0) AS BIGINT))
+    """).arrow()
+    return pa.table(result)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

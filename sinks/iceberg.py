@@ -1,0 +1,134 @@
+"""Apply view deltas to an Iceberg v2 table with Spark, through the REST catalog.
+
+Every commit is one Iceberg snapshot whose summary carries the new frontier
+(:data:`sinks.frontier.FRONTIER_KEY`), so the data and the frontier land atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from ivm import WEIGHT, expand
+from sinks.errors import SinkError
+from sinks.frontier import (
+    FRONTIER_KEY,
+    REFRESHED_AT_KEY,
+    Frontier,
+    decode_frontier,
+    encode_frontier,
+)
+from sinks.iceberg_commit import run_with_commit_properties
+from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
+
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.delete.mode": "copy-on-write",
+    "write.update.mode": "copy-on-write",
+    "write.merge.mode": "copy-on-write",
+}
+"""Copy-on-write keeps the view readable by every client, and its change feed exact."""
+
+
+class IcebergSink:
+    """One view's Iceberg table.
+
+    Args:
+        spark: Session whose catalog ``catalog_name`` is the REST catalog.
+        catalog: The same REST catalog through pyiceberg (metadata reads).
+        catalog_name: The Spark catalog name.
+        identifier: ``namespace.table`` of the view.
+    """
+
+    def __init__(self, spark: SparkSession, catalog: Catalog, catalog_name: str, identifier: str):
+        self.spark = spark
+        self.catalog = catalog
+        self.identifier = identifier
+        self.table_name = f"{catalog_name}.{identifier}"
+        self._catalog_name = catalog_name
+
+    def frontier(self) -> dict[str, int] | None:
+        """The frontier of the table's current snapshot; None before the first commit."""
+        try:
+            snapshot = self.catalog.load_table(self.identifier).current_snapshot()
+        except NoSuchTableError:
+            return None
+        if snapshot is None or snapshot.summary is None:
+            return None
+        return decode_frontier(snapshot.summary.additional_properties.get(FRONTIER_KEY))
+
+    def ensure_table(self, schema: StructType) -> None:
+        """Create the namespace and the table (Iceberg v2) unless they exist."""
+        namespace = self.identifier.rsplit(".", 1)[0]
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._catalog_name}.{namespace}")
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+        properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
+        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table_name} ({columns}) "
+                       f"USING iceberg TBLPROPERTIES ({properties})")
+
+    def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier) -> None:
+        """Apply a view delta in one snapshot carrying ``frontier``.
+
+        Args:
+            delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64).
+            key: The view's unique key, or None when rows have multiplicities.
+            frontier: The source versions the table reflects after this commit.
+
+        Raises:
+            SinkError: The commit failed; the table is unchanged.
+        """
+        properties = _summary(frontier)
+        if delta.where(F.col(WEIGHT) < 0).isEmpty() and key is None:
+            self._append(expand(delta), properties)
+            return
+        current = self.spark.table(self.table_name)
+        source = (keyed_merge_source(delta, key) if key is not None
+                  else multiset_merge_source(delta, current))
+        self._merge(source, key, properties)
+
+    def replace(self, rows: DataFrame, frontier: Frontier) -> None:
+        """Replace the table's content by ``rows`` in one snapshot (full refresh)."""
+        writer = rows.writeTo(self.table_name)
+        for name, value in _summary(frontier).items():
+            writer = writer.option(f"snapshot-property.{name}", value)
+        self._guard(lambda: writer.overwrite(F.lit(True)))
+
+    def _append(self, rows: DataFrame, properties: dict[str, str]) -> None:
+        writer = rows.writeTo(self.table_name)
+        for name, value in properties.items():
+            writer = writer.option(f"snapshot-property.{name}", value)
+        self._guard(writer.append)
+
+    def _merge(self, source: DataFrame, key: Sequence[str] | None, properties: dict[str, str]):
+        columns = [c for c in source.columns if c != OP]
+        view = f"__merge_{self.identifier.replace('.', '_')}"
+        source.createOrReplaceTempView(view)
+        matched = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in (key if key is not None else columns))
+        on = f"s.{OP} = 'delete'" + (f" AND {matched}" if matched else "")
+        names = ", ".join(f"`{c}`" for c in columns)
+        values = ", ".join(f"s.`{c}`" for c in columns)
+        statement = (f"MERGE INTO {self.table_name} t USING {view} s ON {on} "
+                     f"WHEN MATCHED THEN DELETE "
+                     f"WHEN NOT MATCHED AND s.{OP} = 'insert' THEN INSERT ({names}) VALUES ({values})")
+        try:
+            self._guard(lambda: run_with_commit_properties(
+                self.spark, properties, lambda: self.spark.sql(statement)))
+        finally:
+            self.spark.catalog.dropTempView(view)
+
+    def _guard(self, commit) -> None:
+        try:
+            commit()
+        except Exception as error:  # py4j and Spark raise many types; report them all as one
+            raise SinkError(f"commit failed: {str(error).splitlines()[0]}",
+                            table=self.identifier) from error
+
+
+def _summary(frontier: Frontier) -> dict[str, str]:
+    return {FRONTIER_KEY: encode_frontier(frontier), REFRESHED_AT_KEY: str(int(time.time() * 1000))}
