@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from datetime import datetime
@@ -11,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.traceback import Traceback
 
 from lakehouse.config import Config, load_config
 from lakehouse.errors import LakehouseError
@@ -19,7 +21,7 @@ app = typer.Typer(
     help="Keep SQL views over Iceberg and Delta tables fresh, incrementally.",
     no_args_is_help=True, pretty_exceptions_enable=False,
 )
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 120)
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help="Path of lakehouse.yaml.", envvar="LAKEHOUSE_CONFIG")
 ]
@@ -34,6 +36,8 @@ def _load(path: Path) -> Config:
 
 
 def _fail(error: Exception) -> typer.Exit:
+    if os.environ.get("LAKEHOUSE_DEBUG"):
+        console.print(Traceback.from_exception(type(error), error, error.__traceback__))
     console.print(f"[red]error:[/red] {error}")
     return typer.Exit(1)
 

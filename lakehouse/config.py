@@ -70,6 +70,7 @@ class SparkConfig(_Strict):
         conf: Extra Spark properties.
         jars: Jar paths to use instead of the offline-assembled Iceberg runtime.
         jars_packages: Maven coordinates for ``spark.jars.packages`` (needs Maven access).
+        log_level: Spark's log level once the session runs.
     """
 
     master: str = "local[2]"
@@ -77,6 +78,7 @@ class SparkConfig(_Strict):
     conf: dict[str, str] = Field(default_factory=dict)
     jars: list[str] = Field(default_factory=list)
     jars_packages: str | None = None
+    log_level: Literal["ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"] = "ERROR"
 
 
 class IcebergSource(_Strict):

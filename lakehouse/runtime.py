@@ -57,6 +57,8 @@ class Runtime(AbstractContextManager["Runtime"]):
             jars=[Path(j) for j in config.spark.jars] or None,
             jars_packages=config.spark.jars_packages,
         )
+        # Iceberg's "Unclosed ResolvingFileIO" warnings print whole stack traces.
+        self.spark.sparkContext.setLogLevel(config.spark.log_level)
         self.scratch_dir = config.warehouse_path / "_scratch"
         self.bridge = ArrowBridge(self.spark, self.scratch_dir)
         self.readers: dict[str, SourceReader] = {

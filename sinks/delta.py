@@ -70,8 +70,8 @@ class DeltaSink:
         """
         table = self._table()
         data = delta.drop_columns([WEIGHT])
-        if table is None or (key is None and pc.min(delta[WEIGHT]).as_py() in (None, 1)
-                             and pc.max(delta[WEIGHT]).as_py() in (None, 1)):
+        only_inserts = pc.min(delta[WEIGHT]).as_py() in (None, 1) and key is None
+        if table is None or delta.num_rows == 0 or only_inserts:
             self._write(data, "append", frontier)
             return
         source = (_keyed_source(delta, key) if key is not None
@@ -127,10 +127,10 @@ def _keyed_source(delta: pa.Table, key: Sequence[str]) -> pa.Table:
         keys, count = delta, min(delta.num_rows, 1)
     markers = pa.table(
         {c: keys[c] if c in key else pa.nulls(count, delta.schema.field(c).type) for c in columns}
-        | {OP: pa.array(["delete"] * count)}
+        | {OP: pa.array(["delete"] * count, pa.string())}
     )
     inserts = delta.filter(pc.greater(delta[WEIGHT], 0)).select(columns)
-    inserts = inserts.append_column(OP, pa.array(["insert"] * inserts.num_rows))
+    inserts = inserts.append_column(OP, pa.array(["insert"] * inserts.num_rows, pa.string()))
     schema = pa.schema([field.with_nullable(True) for field in inserts.schema])
     return pa.concat_tables([markers.cast(schema), inserts.cast(schema)])
 

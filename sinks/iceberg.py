@@ -84,7 +84,7 @@ class IcebergSink:
             SinkError: The commit failed; the table is unchanged.
         """
         properties = _summary(frontier)
-        if delta.where(F.col(WEIGHT) < 0).isEmpty() and key is None:
+        if delta.isEmpty() or (key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()):
             self._append(expand(delta), properties)
             return
         current = self.spark.table(self.table_name)

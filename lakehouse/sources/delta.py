@@ -83,5 +83,6 @@ class DeltaSourceReader:
 
 def _weights(change_type: pa.ChunkedArray) -> pa.ChunkedArray:
     """Map ``_change_type`` (insert, delete, update_pre/postimage) to +1/-1."""
-    index = pc.index_in(change_type, value_set=pa.array(list(_CHANGE_WEIGHT)))
+    names = pc.cast(change_type, pa.string())
+    index = pc.index_in(names, value_set=pa.array(list(_CHANGE_WEIGHT)))
     return pc.take(pa.array(list(_CHANGE_WEIGHT.values()), pa.int64()), index)
