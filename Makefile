@@ -1,0 +1,32 @@
+# The README's two commands: `make demo` and `make test`. Everything installs from here.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: env demo test lint bench clean
+
+$(STAMP): pyproject.toml scripts/install-system-deps.sh
+	bash scripts/install-system-deps.sh
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+env: $(STAMP)
+
+demo: env
+	$(BIN)/lakehouse demo --dir demo
+
+test: env
+	$(BIN)/python -m pytest -q tests
+
+lint: env
+	$(BIN)/ruff check lakehouse ivm sinks catalog_api tests
+	$(BIN)/mypy
+
+bench: env
+	$(BIN)/python -m pytest -q tests/benchmarks
+
+clean:
+	rm -rf $(VENV) demo

@@ -1,0 +1,34 @@
+"""Shared fixtures: the catalog service plugin, and helpers to compare multisets."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakehouse.spark.session import build_spark_session
+from tests.conftest_catalog import CatalogServerHandle
+
+pytest_plugins = ["tests.conftest_catalog"]
+
+FLOAT_DIGITS = 6
+
+
+def multiset(rows: Iterable[Iterable[object]]) -> Counter[tuple[object, ...]]:
+    """Rows as a multiset, floats rounded so that summation order does not matter."""
+    return Counter(
+        tuple(round(v, FLOAT_DIGITS) if isinstance(v, float) else v for v in row) for row in rows
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(catalog_server: CatalogServerHandle) -> SparkSession:
+    """One Spark session for the test run; its Iceberg catalog ``lakehouse`` is the REST server."""
+    session = build_spark_session(
+        app_name="lakehouse-tests", catalog_name="lakehouse", catalog_uri=catalog_server.uri,
+        warehouse=catalog_server.warehouse.as_uri(),
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session

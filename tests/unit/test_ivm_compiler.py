@@ -1,0 +1,58 @@
+import pytest
+
+from ivm import Law, SqlParseError, compile_view, explain
+
+SCHEMAS = {
+    "flights": {"carrier": "string", "month": "int", "dep_delay": "double", "origin": "string"},
+    "airlines": {"carrier": "string", "name": "string"},
+}
+
+
+def test_group_by_join_infers_key_and_laws() -> None:
+    plan = compile_view(
+        "v",
+        "SELECT f.carrier, a.name, f.month, COUNT(*) AS n, AVG(f.dep_delay) AS d "
+        "FROM flights f JOIN airlines a ON f.carrier = a.carrier WHERE f.dep_delay > 0 "
+        "GROUP BY f.carrier, a.name, f.month",
+        SCHEMAS,
+    )
+    assert plan.incremental
+    assert plan.key == ("carrier", "name", "month")
+    assert plan.sources == ("flights", "airlines")
+    assert plan.root.law is Law.AFFECTED_KEY_RECOMPUTE
+    assert plan.root.children[0].law is Law.LINEAR
+    assert plan.root.children[0].children[0].law is Law.BILINEAR_JOIN
+    text = explain(plan)
+    assert "bilinear join rule" in text and "key: carrier, name, month" in text
+
+
+def test_projection_has_no_key_and_star_expands() -> None:
+    plan = compile_view("v", "SELECT * FROM flights WHERE month = 1", SCHEMAS)
+    assert plan.key is None
+    assert plan.columns == ("carrier", "month", "dep_delay", "origin")
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("SELECT carrier, rand() AS r FROM flights", "non-deterministic"),
+        ("SELECT carrier, row_number() OVER (ORDER BY month) AS r FROM flights", "window"),
+        ("SELECT f.carrier FROM flights f LEFT JOIN airlines a ON f.carrier = a.carrier",
+         "outer"),
+        ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3", "ORDER"),
+    ],
+)
+def test_unsupported_constructs_name_their_reason(sql: str, reason: str) -> None:
+    plan = compile_view("v", sql, SCHEMAS)
+    assert not plan.incremental
+    assert reason in (plan.reason or "")
+    assert plan.root.law is Law.FULL_RECOMPUTE
+
+
+def test_unknown_source_and_column_are_errors() -> None:
+    with pytest.raises(SqlParseError, match="unknown source 'nope'"):
+        compile_view("v", "SELECT * FROM nope", SCHEMAS)
+    with pytest.raises(SqlParseError):
+        compile_view("v", "SELECT missing_column FROM flights", SCHEMAS)
+    with pytest.raises(SqlParseError, match="key"):
+        compile_view("v", "SELECT carrier FROM flights", SCHEMAS, key=["month"])
