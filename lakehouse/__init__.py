@@ -1,0 +1,1 @@
+"""The lakehouse application: config, Spark, sources, ticks, scheduler and CLI."""

@@ -113,7 +113,8 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
 @app.command()
 def explain(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
     """Show how each part of a view is maintained (laws, keys, state read)."""
-    from ivm import IvmError, explain as explain_plan
+    from ivm import IvmError
+    from ivm import explain as explain_plan
     from lakehouse.runtime import Runtime
 
     settings = _load(config)
