@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
 
-from ivm import NotIncrementalError, SourceInput, ViewPlan, recompute, view_delta
+from ivm import WEIGHT, NotIncrementalError, SourceInput, ViewPlan, recompute, view_delta
 from lakehouse.config import ViewConfig
 from lakehouse.errors import RefreshError
 from lakehouse.sources.base import SourceReader
@@ -103,7 +104,7 @@ def _refresh_group(
     old: dict[str, int] | None, new: dict[str, int], kinds: list[str], result: RefreshResult,
 ) -> None:
     inputs = _inputs(readers, plan, old or {}, new)
-    full_reason = _full_reason(view, plan, old)
+    full_reason = _full_reason(view, plan)
     try:
         if full_reason is None:
             delta = view_delta(plan, inputs).persist()
@@ -125,7 +126,7 @@ def _refresh_group(
     result.sinks += kinds
 
 
-def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -> str | None:
+def _full_reason(view: ViewConfig, plan: ViewPlan) -> str | None:
     if view.refresh == "full":
         return "refresh policy is full"
     if not plan.incremental:
@@ -167,7 +168,5 @@ def _replace(sinks: ViewSinks, kinds: list[str], rows: DataFrame, frontier: dict
         sinks.delta.replace(to_arrow(rows), frontier)
 
 
-def _data_schema(delta: DataFrame):  # noqa: ANN202
-    from ivm import WEIGHT
-
+def _data_schema(delta: DataFrame) -> StructType:
     return delta.drop(WEIGHT).schema
