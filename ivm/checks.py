@@ -13,23 +13,23 @@ NON_DETERMINISTIC = frozenset(
 )
 
 
-def _non_deterministic(node: exp.Expression) -> bool:
+def _non_deterministic(node: exp.Expr) -> bool:
     if isinstance(node, exp.Rand | exp.Randn | exp.Uuid | exp.CurrentTimestamp | exp.CurrentDate):
         return True
     return isinstance(node, exp.Func) and node.sql_name().lower() in NON_DETERMINISTIC
 
 
-def _outer_join(node: exp.Expression) -> bool:
+def _outer_join(node: exp.Expr) -> bool:
     return isinstance(node, exp.Join) and bool(node.args.get("side") or node.args.get("kind"))
 
 
-def _subquery(node: exp.Expression) -> bool:
+def _subquery(node: exp.Expr) -> bool:
     return isinstance(node, exp.Subquery | exp.Exists) or (
         isinstance(node, exp.In) and node.args.get("query") is not None
     )
 
 
-Check = tuple[Callable[[exp.Expression], bool], str]
+Check = tuple[Callable[[exp.Expr], bool], str]
 
 CHECKS: tuple[Check, ...] = (
     (_non_deterministic, "non-deterministic function: its value differs on every refresh"),

@@ -72,7 +72,7 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Select:
                 view=view, fragment=table.sql("spark"),
             )
     try:
-        schema = {name: dict(columns) for name, columns in schemas.items()}
+        schema: dict[str, object] = {name: dict(columns) for name, columns in schemas.items()}
         qualified = qualify(statements[0], schema=schema, dialect="spark", quote_identifiers=False)
     except OptimizeError as error:
         raise SqlParseError(str(error), view=view, fragment=sql) from error
@@ -81,7 +81,7 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Select:
     return qualified  # type: ignore[return-value]
 
 
-def _is_cte(statement: exp.Expression, name: str) -> bool:
+def _is_cte(statement: exp.Expr, name: str) -> bool:
     return any(cte.alias == name for cte in statement.find_all(exp.CTE))
 
 
@@ -93,7 +93,7 @@ def block_tables(query: exp.Select) -> list[exp.Table]:
     return [item for item in items if isinstance(item, exp.Table)]
 
 
-def group_expressions(query: exp.Select) -> list[exp.Expression] | None:
+def group_expressions(query: exp.Select) -> list[exp.Expr] | None:
     """The grouping expressions of the top block, or None when it does not group.
 
     A SELECT DISTINCT groups by all its output expressions; an aggregate without
@@ -109,7 +109,7 @@ def group_expressions(query: exp.Select) -> list[exp.Expression] | None:
     return None
 
 
-def _resolve_position(query: exp.Select, item: exp.Expression) -> exp.Expression:
+def _resolve_position(query: exp.Select, item: exp.Expr) -> exp.Expr:
     if isinstance(item, exp.Literal) and item.is_int:
         return query.selects[int(item.this) - 1].unalias()
     return item

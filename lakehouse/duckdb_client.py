@@ -28,7 +28,7 @@ def extension_path(name: str) -> Path:
         raise LakehouseError(
             f"DuckDB extension {name!r} missing: pip install duckdb-extension-{name}=="
             f"{duckdb.__version__}") from None
-    folder = Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    folder = Path(package.__path__[0]) / "extensions" / f"v{duckdb.__version__}"
     return folder / f"{name}.duckdb_extension"
 
 

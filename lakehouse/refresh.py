@@ -104,7 +104,7 @@ def _refresh_group(
     old: dict[str, int] | None, new: dict[str, int], kinds: list[str], result: RefreshResult,
 ) -> None:
     inputs = _inputs(readers, plan, old or {}, new)
-    full_reason = _full_reason(view, plan)
+    full_reason = _full_reason(view, plan, old)
     try:
         if full_reason is None:
             delta = view_delta(plan, inputs).persist()
@@ -122,11 +122,14 @@ def _refresh_group(
     except RefreshError:
         raise
     except Exception as error:  # a refresh fails as a whole, with its cause attached
-        raise RefreshError(f"refresh failed: {str(error).splitlines()[0]}", view=view.name) from error
+        cause = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise RefreshError(f"refresh failed: {cause}", view=view.name) from error
     result.sinks += kinds
 
 
-def _full_reason(view: ViewConfig, plan: ViewPlan) -> str | None:
+def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -> str | None:
+    if old is None:
+        return "initial load: the sink has no frontier yet"
     if view.refresh == "full":
         return "refresh policy is full"
     if not plan.incremental:

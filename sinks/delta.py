@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 import duckdb
 import pyarrow as pa
@@ -91,9 +92,11 @@ class DeltaSink:
             app_transactions=[Transaction(app_id=self.app_id, version=version)],
         )
 
-    def _write(self, data: pa.Table, mode: str, frontier: Frontier) -> None:
+    def _write(
+        self, data: pa.Table, mode: Literal["append", "overwrite"], frontier: Frontier
+    ) -> None:
         try:
-            write_deltalake(self.uri, data, mode=mode,  # type: ignore[arg-type]
+            write_deltalake(self.uri, data, mode=mode,
                             commit_properties=self._properties(frontier),
                             storage_options=self.storage_options, schema_mode=None)
         except DeltaError as error:

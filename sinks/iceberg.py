@@ -105,17 +105,21 @@ class IcebergSink:
             writer = writer.option(f"snapshot-property.{name}", value)
         self._guard(writer.append)
 
-    def _merge(self, source: DataFrame, key: Sequence[str] | None, properties: dict[str, str]):
+    def _merge(
+        self, source: DataFrame, key: Sequence[str] | None, properties: dict[str, str]
+    ) -> None:
         columns = [c for c in source.columns if c != OP]
         view = f"__merge_{self.identifier.replace('.', '_')}"
         source.createOrReplaceTempView(view)
-        matched = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in (key if key is not None else columns))
+        matching = key if key is not None else columns
+        matched = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in matching)
         on = f"s.{OP} = 'delete'" + (f" AND {matched}" if matched else "")
         names = ", ".join(f"`{c}`" for c in columns)
         values = ", ".join(f"s.`{c}`" for c in columns)
         statement = (f"MERGE INTO {self.table_name} t USING {view} s ON {on} "
                      f"WHEN MATCHED THEN DELETE "
-                     f"WHEN NOT MATCHED AND s.{OP} = 'insert' THEN INSERT ({names}) VALUES ({values})")
+                     f"WHEN NOT MATCHED AND s.{OP} = 'insert' "
+                     f"THEN INSERT ({names}) VALUES ({values})")
         try:
             self._guard(lambda: run_with_commit_properties(
                 self.spark, properties, lambda: self.spark.sql(statement)))

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse.spark.session import build_spark_session
-from tests.conftest_catalog import CatalogServerHandle
+
+if TYPE_CHECKING:
+    from tests.conftest_catalog import CatalogServerHandle
 
 pytest_plugins = ["tests.conftest_catalog"]
 
 FLOAT_DIGITS = 6
 
 
+def normal_row(row: Iterable[object]) -> tuple[object, ...]:
+    """A row as a tuple, floats rounded so that summation order does not matter."""
+    return tuple(round(v, FLOAT_DIGITS) if isinstance(v, float) else v for v in row)
+
+
 def multiset(rows: Iterable[Iterable[object]]) -> Counter[tuple[object, ...]]:
-    """Rows as a multiset, floats rounded so that summation order does not matter."""
-    return Counter(
-        tuple(round(v, FLOAT_DIGITS) if isinstance(v, float) else v for v in row) for row in rows
-    )
+    """Rows as a multiset of :func:`normal_row` tuples."""
+    return Counter(normal_row(row) for row in rows)
 
 
 @pytest.fixture(scope="session")
