@@ -65,7 +65,7 @@ def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
         if plan.is_aggregate:
             return consolidate(_aggregate_delta(spark, plan, changed, relation))
         terms = [delta_term(plan.query, i, relation) for i in changed]
-        return consolidate(spark.sql(union_all(terms).sql("spark")))
+        return consolidate(_run(spark, union_all(terms)))
 
 
 def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
@@ -82,7 +82,7 @@ def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
                 table.set("this", exp.to_identifier(relation("new", table.name)))
                 table.set("db", None)
                 table.set("catalog", None)
-        return _session(inputs).sql(query.sql("spark"))
+        return _run(_session(inputs), query)
 
 
 def _aggregate_delta(
@@ -97,7 +97,7 @@ def _aggregate_delta(
         keys = keys_name
     sides = [affected_groups(plan.query, "new", keys, 1, relation),
              affected_groups(plan.query, "old", keys, -1, relation)]
-    return spark.sql(union_all(sides).sql("spark"))
+    return _run(spark, union_all(sides))
 
 
 def _empty_delta(spark: SparkSession, plan: ViewPlan, relation: Relation) -> DataFrame:
@@ -113,6 +113,16 @@ def recompute_schema(spark: SparkSession, plan: ViewPlan, relation: Relation) ->
         table.set("this", exp.to_identifier(relation("new", table.name)))
         table.set("db", None)
     return spark.sql(query.sql("spark")).schema
+
+
+def _run(spark: SparkSession, query: exp.Query) -> DataFrame:
+    """Run ``query``; the result stays valid after the evaluator drops its temp views.
+
+    A frame from ``spark.sql`` keeps its unresolved plan, which names the temp views, and
+    ``DataFrameWriterV2`` re-analyses that plan. Selecting from the frame pins the
+    analysed plan instead.
+    """
+    return spark.sql(query.sql("spark")).select("*")
 
 
 def _session(inputs: Mapping[str, SourceInput]) -> SparkSession:

@@ -43,13 +43,25 @@ def _fail(error: Exception) -> typer.Exit:
 
 
 @app.command()
-def run(config: ConfigOption = Path("lakehouse.yaml")) -> None:
+def run(
+    config: ConfigOption = Path("lakehouse.yaml"),
+    metrics_listen: Annotated[str, typer.Option(
+        help="HOST:PORT serving Prometheus /metrics; empty to disable.")] = "127.0.0.1:9464",
+) -> None:
     """Refresh every view on its cadence until Ctrl-C or SIGTERM."""
     from lakehouse.runtime import Runtime
     from lakehouse.scheduler import Scheduler
 
     settings = _load(config)
     with Runtime(settings) as runtime:
+        if metrics_listen:
+            host, _, port = metrics_listen.rpartition(":")
+            if not port.isdigit():
+                console.print(f"[red]error:[/red] --metrics-listen: expected HOST:PORT, "
+                              f"got {metrics_listen!r}")
+                raise typer.Exit(2)
+            runtime.metrics.serve(host, int(port))
+            console.print(f"metrics: http://{metrics_listen}/metrics")
         scheduler = Scheduler(settings.views)
         signal.signal(signal.SIGTERM, lambda *_: scheduler.stop())
         signal.signal(signal.SIGINT, lambda *_: scheduler.stop())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -16,6 +17,7 @@ from catalog_api.server import RunningServer, serve_in_thread
 from ivm import ViewPlan, compile_view, referenced_sources
 from lakehouse.catalog_client import catalog_answers
 from lakehouse.config import Config, DeltaSource, ViewConfig
+from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, refresh_view
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader
@@ -65,6 +67,7 @@ class Runtime(AbstractContextManager["Runtime"]):
             name: self._reader(name, source) for name, source in config.sources.items()
         }
         self._plans: dict[str, ViewPlan] = {}
+        self.metrics = RefreshMetrics()
 
     def _reader(self, name: str, source: object) -> SourceReader:
         if isinstance(source, DeltaSource):
@@ -103,11 +106,22 @@ class Runtime(AbstractContextManager["Runtime"]):
         return f"{self.config.warehouse.rstrip('/')}/delta/{namespace}/{table}"
 
     def refresh(self, view: ViewConfig) -> RefreshResult:
-        """Run one tick of ``view`` now (skipped when no source advanced)."""
+        """Run one tick of ``view`` now (skipped when no source advanced).
+
+        Raises:
+            ivm.IvmError: The view's SQL does not compile.
+            lakehouse.errors.RefreshError: A source or sink failed.
+        """
+        started_s = time.time()
         try:
-            return refresh_view(view, self.plan(view), self.readers, self.sinks(view))
+            result = refresh_view(view, self.plan(view), self.readers, self.sinks(view))
+        except Exception:
+            self.metrics.record_failure(view.name)
+            raise
         finally:
             self.bridge.clear()
+        self.metrics.record(result, started_s)
+        return result
 
     def close(self) -> None:
         """Stop Spark and the embedded catalog; remove scratch files."""

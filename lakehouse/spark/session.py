@@ -59,6 +59,8 @@ def iceberg_session_conf(
         prefix: ICEBERG_CATALOG_CLASS,
         f"{prefix}.type": catalog_type,
         f"{prefix}.warehouse": warehouse,
+        # Other writers commit to the sources; a cached table would hide their snapshots.
+        f"{prefix}.cache-enabled": "false",
         "spark.sql.defaultCatalog": catalog_name,
     }
     if catalog_type != "hadoop":

@@ -1,0 +1,143 @@
+"""The main job end to end: sources -> refresh -> Iceberg and Delta sinks -> status.
+
+Each step builds a new :class:`Runtime`, as a restarted process would: all it knows
+is what the sinks committed. A crash between the Iceberg and the Delta commit is
+reproduced by refreshing once with the Iceberg sink only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import yaml
+from deltalake import DeltaTable, write_deltalake
+from pyiceberg.catalog.rest import RestCatalog
+from pyspark.sql import SparkSession
+from typer.testing import CliRunner
+
+from ivm import SourceInput, recompute
+from lakehouse.cli import app
+from lakehouse.config import Config, parse_config
+from lakehouse.refresh import current_frontier
+from lakehouse.runtime import Runtime
+from lakehouse.spark.arrow import to_arrow
+from lakehouse.status import view_status
+from tests.conftest import multiset
+from tests.conftest_catalog import CatalogServerHandle
+
+pytestmark = pytest.mark.spark
+
+SQL = ("SELECT f.carrier, a.name, COUNT(*) AS n, SUM(f.dep_delay) AS total_delay "
+       "FROM flights f JOIN airlines a ON f.carrier = a.carrier GROUP BY f.carrier, a.name")
+
+
+def _config_data(server: CatalogServerHandle, namespace: str, airlines: Path,
+                 sinks: list[str]) -> dict[str, object]:
+    return {
+        "warehouse": str(server.warehouse),
+        "catalog": {"embedded": False, "uri": server.uri},
+        "sources": {"flights": {"iceberg": f"{namespace}.flights"},
+                    "airlines": {"delta": str(airlines)}},
+        "views": [{"name": f"{namespace}.by_carrier", "sql": SQL, "sinks": sinks}],
+    }
+
+
+@pytest.fixture
+def sources(spark: SparkSession, catalog_namespace: str, tmp_path: Path) -> tuple[str, Path]:
+    """An Iceberg ``flights`` table and a Delta ``airlines`` table (change data feed on)."""
+    spark.sql(f"CREATE TABLE lakehouse.{catalog_namespace}.flights "
+              "(carrier string, flight int, dep_delay double) USING iceberg TBLPROPERTIES "
+              "('format-version' = '2', 'write.delete.mode' = 'copy-on-write', "
+              "'write.update.mode' = 'copy-on-write')")
+    spark.sql(f"INSERT INTO lakehouse.{catalog_namespace}.flights VALUES "
+              "('AA', 1, 5.0), ('AA', 2, 30.0), ('UA', 3, NULL), ('DL', 4, 1.5)")
+    airlines = tmp_path / "airlines"
+    write_deltalake(str(airlines), pa.table({"carrier": ["AA", "UA"],
+                                             "name": ["American", "United"]}),
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    return catalog_namespace, airlines
+
+
+def _runtime(server: CatalogServerHandle, namespace: str, airlines: Path,
+             sinks: list[str]) -> Runtime:
+    return Runtime(parse_config(_config_data(server, namespace, airlines, sinks)))
+
+
+def _expected(runtime: Runtime, config: Config) -> object:
+    plan = runtime.plan(config.views[0])
+    frontier = current_frontier(runtime.readers, plan)
+    inputs = {s: SourceInput(runtime.readers[s].snapshot(frontier.get(s))) for s in plan.sources}
+    return multiset(tuple(r.values()) for r in to_arrow(recompute(plan, inputs)).to_pylist())
+
+
+def _iceberg_rows(catalog: RestCatalog, view: str) -> object:
+    return multiset(tuple(r.values()) for r in catalog.load_table(view).scan().to_arrow()
+                    .to_pylist())
+
+
+def _delta_rows(runtime: Runtime, config: Config) -> object:
+    table = DeltaTable(runtime.delta_uri(config.views[0])).to_pyarrow_table()
+    return multiset(tuple(r.values()) for r in table.to_pylist())
+
+
+def test_restarts_resume_and_a_sink_left_behind_catches_up(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    namespace, airlines = sources
+    flights = f"lakehouse.{namespace}.flights"
+    both = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    view = both.config.views[0]
+    first = both.refresh(view)
+    assert (first.mode, sorted(first.sinks)) == ("full", ["delta", "iceberg"])
+    delta_uri = both.delta_uri(view)
+    initial_version = DeltaTable(delta_uri).version()
+
+    spark.sql(f"INSERT INTO {flights} VALUES ('UA', 5, 12.0), ('AA', 6, 1.0)")
+    DeltaTable(str(airlines)).update({"name": "'United Airlines'"}, predicate="carrier = 'UA'")
+    iceberg_only = _runtime(catalog_server, namespace, airlines, ["iceberg"])
+    behind = iceberg_only.refresh(iceberg_only.config.views[0])
+    assert (behind.mode, behind.sinks) == ("incremental", ["iceberg"])
+    assert DeltaTable(delta_uri).version() == initial_version  # the Delta copy is left behind
+
+    spark.sql(f"DELETE FROM {flights} WHERE flight = 2")
+    restarted = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    caught_up = restarted.refresh(view)
+    assert caught_up.mode == "incremental" and sorted(caught_up.sinks) == ["delta", "iceberg"]
+    expected = _expected(restarted, restarted.config)
+    assert _iceberg_rows(rest_catalog, view.name) == expected
+    assert _delta_rows(restarted, restarted.config) == expected
+    assert DeltaTable(delta_uri).version() == initial_version + 1  # one commit, not two
+    assert restarted.refresh(view).mode == "skipped"
+
+    status = view_status(restarted.config, rest_catalog, view)
+    assert status.behind == () and status.lag_s == 0.0
+    assert status.frontier == caught_up.frontier
+    assert status.rows == sum(expected.values())
+
+
+def test_status_command_prints_each_view(
+    catalog_server: CatalogServerHandle, sources: tuple[str, Path], tmp_path: Path,
+) -> None:
+    namespace, airlines = sources
+    config_file = tmp_path / "lakehouse.yaml"
+    config_file.write_text(yaml.safe_dump(
+        _config_data(catalog_server, namespace, airlines, ["iceberg"])))
+    result = CliRunner().invoke(app, ["status", "--config", str(config_file)])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "by_carrier" in line)
+    assert "never" in row and "flights" in row  # not refreshed yet: both sources are behind
+
+
+def test_tick_of_an_unknown_view_names_the_views(
+    catalog_server: CatalogServerHandle, sources: tuple[str, Path], tmp_path: Path,
+) -> None:
+    namespace, airlines = sources
+    config_file = tmp_path / "lakehouse.yaml"
+    config_file.write_text(yaml.safe_dump(
+        _config_data(catalog_server, namespace, airlines, ["iceberg"])))
+    result = CliRunner().invoke(app, ["tick", "nope.nope", "--config", str(config_file)])
+    assert result.exit_code == 1
+    assert f"{namespace}.by_carrier" in result.output
