@@ -55,7 +55,10 @@ def test_config_shape(catalog_server: CatalogServerHandle) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["defaults"] == {}
-    assert body["overrides"] == {"warehouse": catalog_server.warehouse.as_uri()}
+    assert body["overrides"] == {
+        "warehouse": catalog_server.warehouse.as_uri(),
+        "namespace-separator": "%1F",
+    }
     endpoints = set(body["endpoints"])
     for expected in (
         "GET /v1/{prefix}/namespaces",

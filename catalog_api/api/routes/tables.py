@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Response, status
-from pyiceberg.catalog.rest import ListTableResponseEntry, ListTablesResponse, TableResponse
+from pyiceberg.catalog.rest import ListTablesResponse, TableResponse
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import CommitTableResponse
 
@@ -18,6 +18,7 @@ from catalog_api.models import (
     RenameTableBody,
     UpdateTableBody,
 )
+from catalog_api.paging import PageDep, paged_json
 from catalog_api.store import TableChangeRequest
 
 router = APIRouter(prefix="/v1", tags=["Catalog API"])
@@ -29,13 +30,11 @@ NO_CONTENT = status.HTTP_204_NO_CONTENT
 @router.get(
     "/namespaces/{namespace}/tables", response_model=ListTablesResponse, summary="List tables"
 )
-def list_tables(store: StoreDep, namespace: NamespaceDep) -> Response:
-    """List the tables of a namespace."""
-    entries = [
-        ListTableResponseEntry(namespace=ident[:-1], name=ident[-1])
-        for ident in store.list_tables(namespace)
-    ]
-    return json_response(ListTablesResponse(identifiers=entries))
+def list_tables(store: StoreDep, namespace: NamespaceDep, page: PageDep) -> Response:
+    """List the tables of a namespace, paginated."""
+    identifiers, next_token = page.apply(store.list_tables(namespace), key=lambda i: i[-1])
+    entries = [{"namespace": list(ident[:-1]), "name": ident[-1]} for ident in identifiers]
+    return paged_json({"identifiers": entries}, next_token)
 
 
 @router.post(

@@ -1,0 +1,212 @@
+"""Core spec operations of the catalog (config, pagination, tables, metrics, idempotency,
+OAuth, error codes) against a real uvicorn server, with httpx and pyiceberg's RestCatalog."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from catalog_api import CatalogSettings, RunningServer, serve_in_thread
+from catalog_api.spec_endpoints import ADVERTISABLE
+from tests.conftest_catalog import CatalogServerHandle
+
+ARROW_SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+SCHEMA = {
+    "type": "struct",
+    "schema-id": 0,
+    "fields": [{"id": 1, "name": "id", "type": "long", "required": False}],
+}
+
+ServerFactory = Callable[..., RunningServer]
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
+    """Start servers with custom settings (own SQLite file and warehouse); stop them after."""
+    started: list[RunningServer] = []
+
+    def start(**extra: Any) -> RunningServer:
+        root = tmp_path / f"s{len(started)}"
+        settings = CatalogSettings(
+            warehouse=str(root / "wh"), database_url=f"sqlite:///{root}.db", **extra
+        )
+        (root / "wh").mkdir(parents=True)
+        started.append(serve_in_thread(settings))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _assert_error(response: httpx.Response, code: int, error_type: str) -> dict[str, Any]:
+    assert response.status_code == code, response.text
+    error = response.json()["error"]
+    assert error["code"] == code and error["type"] == error_type
+    assert error["message"] and "Traceback" not in response.text
+    return error
+
+
+def _ns_url(server: CatalogServerHandle, namespace: str) -> str:
+    return f"{server.uri}/v1/namespaces/{namespace}"
+
+
+def _create(server: CatalogServerHandle | RunningServer, ns: str, name: str, **kw: Any) -> Any:
+    body = {"name": name, "schema": SCHEMA, **kw}
+    return httpx.post(f"{server.uri}/v1/namespaces/{ns}/tables", json=body)
+
+
+# ------------------------------------------------------------------------------- config
+
+
+def test_config_defaults_overrides_endpoints_lifetime(catalog_server: CatalogServerHandle) -> None:
+    body = httpx.get(f"{catalog_server.uri}/v1/config").json()
+    assert body["defaults"] == {}
+    assert body["overrides"]["namespace-separator"] == "%1F"
+    assert body["idempotency-key-lifetime"] == "PT30M"
+    openapi = httpx.get(f"{catalog_server.uri}/openapi.json").json()["paths"]
+    served = {(path, method.upper()) for path, ops in openapi.items() for method in ops}
+    advertised = set(body["endpoints"])
+    assert len(advertised) == len(body["endpoints"])
+    spec = {op.endpoint for op in ADVERTISABLE}
+    assert advertised <= spec  # only spec operations, never extensions
+    for op in ADVERTISABLE:
+        path = "/iceberg" + op.path.replace("/{prefix}", "")
+        assert (op.endpoint in advertised) == ((path, op.method) in served), op.endpoint
+    assert "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics" not in advertised
+
+
+def test_config_settings_are_sent(make_server: ServerFactory) -> None:
+    server = make_server(
+        config_defaults={"clients": "4"},
+        config_overrides={"rest-page-size": "2"},
+        idempotency_key_lifetime="PT2H",
+    )
+    body = httpx.get(f"{server.uri}/v1/config", params={"warehouse": "anything"}).json()
+    assert body["defaults"] == {"clients": "4"}
+    assert body["overrides"]["rest-page-size"] == "2"
+    assert body["idempotency-key-lifetime"] == "PT2H"
+
+
+# ---------------------------------------------------------------------------- pagination
+
+
+def _pages(url: str, key: str, size: int | None, **params: str) -> list[list[Any]]:
+    pages: list[list[Any]] = []
+    token = ""
+    while token is not None:
+        query = {**params, "pageToken": token, **({"pageSize": str(size)} if size else {})}
+        body = httpx.get(url, params=query).json()
+        assert "next-page-token" in body
+        pages.append(body[key])
+        token = body["next-page-token"]
+        assert len(pages) < 50
+    return pages
+
+
+def test_list_tables_paginates(catalog_server: CatalogServerHandle, catalog_namespace: str) -> None:
+    names = [f"t{i:02d}" for i in range(7)]
+    for name in reversed(names):
+        assert _create(catalog_server, catalog_namespace, name).status_code == 200
+    url = f"{_ns_url(catalog_server, catalog_namespace)}/tables"
+    unpaged = httpx.get(url).json()
+    assert unpaged["next-page-token"] is None and len(unpaged["identifiers"]) == 7
+    pages = _pages(url, "identifiers", 3)
+    assert [len(p) for p in pages] == [3, 3, 1]
+    assert [e["name"] for p in pages for e in p] == names
+    assert all(e["namespace"] == [catalog_namespace] for p in pages for e in p)
+    # an exact multiple: no trailing empty page
+    assert [len(p) for p in _pages(url, "identifiers", 7)] == [7]
+
+
+def test_pagination_survives_concurrent_changes(
+    catalog_server: CatalogServerHandle, catalog_namespace: str
+) -> None:
+    for name in ("a", "c", "e"):
+        _create(catalog_server, catalog_namespace, name)
+    url = f"{_ns_url(catalog_server, catalog_namespace)}/tables"
+    first = httpx.get(url, params={"pageToken": "", "pageSize": "2"}).json()
+    assert [e["name"] for e in first["identifiers"]] == ["a", "c"]
+    _create(catalog_server, catalog_namespace, "b")  # sorts before the cursor: not repeated
+    _create(catalog_server, catalog_namespace, "d")
+    rest = httpx.get(url, params={"pageToken": first["next-page-token"], "pageSize": "5"}).json()
+    assert [e["name"] for e in rest["identifiers"]] == ["d", "e"]
+    assert rest["next-page-token"] is None
+
+
+def test_list_namespaces_paginates_under_parent(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog
+) -> None:
+    root = f"ns_{uuid.uuid4().hex[:8]}"
+    rest_catalog.create_namespace(root)
+    children = [(root, f"c{i}") for i in range(5)]
+    for child in children:
+        rest_catalog.create_namespace(child)
+    rest_catalog.create_namespace((root, "c0", "deep"))
+    url = f"{catalog_server.uri}/v1/namespaces"
+    pages = _pages(url, "namespaces", 2, parent=root)
+    assert [len(p) for p in pages] == [2, 2, 1]
+    assert [tuple(ns) for p in pages for ns in p] == children
+    deep = httpx.get(url, params={"parent": f"{root}\x1fc0"}).json()
+    assert deep == {"namespaces": [[root, "c0", "deep"]], "next-page-token": None}
+    paged = RestCatalog("paged", uri=catalog_server.uri, **{"rest-page-size": "2"})
+    assert paged.list_namespaces(root) == children
+    _assert_error(httpx.get(url, params={"parent": f"{root}\x1fnope"}), 404,
+                  "NoSuchNamespaceException")
+
+
+def test_page_size_defaults_and_cap(make_server: ServerFactory) -> None:
+    server = make_server(default_page_size=2, max_page_size=3)
+    for i in range(5):
+        httpx.post(f"{server.uri}/v1/namespaces", json={"namespace": [f"n{i}"]})
+    url = f"{server.uri}/v1/namespaces"
+    assert [len(p) for p in _pages(url, "namespaces", None)] == [2, 2, 1]
+    assert [len(p) for p in _pages(url, "namespaces", 100)] == [3, 2]
+    assert len(httpx.get(url).json()["namespaces"]) == 5
+
+
+@pytest.mark.parametrize("params", [{"pageToken": "%%%"}, {"pageToken": "", "pageSize": "0"}])
+def test_bad_page_parameters_are_400(
+    catalog_server: CatalogServerHandle, params: dict[str, str]
+) -> None:
+    response = httpx.get(f"{catalog_server.uri}/v1/namespaces", params=params)
+    _assert_error(response, 400, "BadRequestException")
+
+
+def test_custom_namespace_separator(make_server: ServerFactory) -> None:
+    server = make_server(namespace_separator="%7C")
+    client = RestCatalog("sep", uri=server.uri)
+    client.create_namespace(("a", "b", "c"))
+    client.create_table(("a", "b", "c", "t"), ARROW_SCHEMA)
+    assert client.list_namespaces(("a", "b")) == [("a", "b", "c")]
+    assert client.list_tables(("a", "b", "c")) == [("a", "b", "c", "t")]
+    # 0x1F keeps working next to the advertised separator
+    url = f"{server.uri}/v1/namespaces"
+    assert httpx.get(url, params={"parent": "a\x1fb"}).json()["namespaces"] == [["a", "b", "c"]]
+    assert httpx.get(f"{url}/a%7Cb%1Fc/tables/t").status_code == 200
+
+
+# ---------------------------------------------------------------------------- error codes
+
+
+def test_unserved_spec_operation_is_406(catalog_server: CatalogServerHandle) -> None:
+    advertised = set(httpx.get(f"{catalog_server.uri}/v1/config").json()["endpoints"])
+    missing = [op for op in ADVERTISABLE if op.endpoint not in advertised]
+    if not missing:
+        pytest.skip("every spec operation is served")
+    op = missing[0]
+    path = op.path.replace("/{prefix}", "")
+    for name in ("namespace", "table", "view", "plan-id"):
+        path = path.replace("{" + name + "}", "x")
+    response = httpx.request(op.method, f"{catalog_server.uri}{path}", json={})
+    if op.method == "HEAD":
+        assert response.status_code == 406
+    else:
+        _assert_error(response, 406, "UnsupportedOperationException")
