@@ -47,6 +47,8 @@ class CatalogSettings(BaseModel):
             ``POST /v1/oauth/tokens``; ``None`` (the default) accepts any id and secret.
             Tokens are not checked by the other endpoints.
         token_lifetime: ``expires_in`` of the tokens issued by ``POST /v1/oauth/tokens``.
+        allowed_locations: Roots besides ``warehouse`` where table locations and registered
+            metadata files may live; anything else is refused with 400.
     """
 
     warehouse: str
@@ -65,6 +67,7 @@ class CatalogSettings(BaseModel):
     max_page_size: int = Field(default=1000, gt=0)
     oauth_clients: dict[str, str] | None = None
     token_lifetime: timedelta = Field(default=DEFAULT_TOKEN_LIFETIME, gt=timedelta(0))
+    allowed_locations: list[str] = Field(default_factory=list)
 
     @field_validator("warehouse")
     @classmethod

@@ -210,3 +210,151 @@ def test_unserved_spec_operation_is_406(catalog_server: CatalogServerHandle) -> 
         assert response.status_code == 406
     else:
         _assert_error(response, 406, "UnsupportedOperationException")
+
+
+# --------------------------------------------------------------------------------- tables
+
+
+def _table_url(server: CatalogServerHandle, ns: str, name: str) -> str:
+    return f"{_ns_url(server, ns)}/tables/{name}"
+
+
+def test_staged_create_then_assert_create_commit(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    staged = _create(catalog_server, catalog_namespace, "st", **{"stage-create": True})
+    assert staged.status_code == 200 and "ETag" not in staged.headers
+    metadata = staged.json()["metadata"]
+    assert not rest_catalog.table_exists(f"{catalog_namespace}.st")
+    assert httpx.head(_table_url(catalog_server, catalog_namespace, "st")).status_code == 404
+    body = {
+        "requirements": [{"type": "assert-create"}],
+        "updates": [
+            {"action": "assign-uuid", "uuid": metadata["table-uuid"]},
+            {"action": "upgrade-format-version", "format-version": 2},
+            {"action": "add-schema", "schema": SCHEMA, "last-column-id": 1},
+            {"action": "set-current-schema", "schema-id": -1},
+            {"action": "add-spec", "spec": {"spec-id": 0, "fields": []}},
+            {"action": "set-default-spec", "spec-id": -1},
+            {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
+            {"action": "set-default-sort-order", "sort-order-id": -1},
+            {"action": "set-location", "location": metadata["location"]},
+            {"action": "set-properties", "updates": {"created-by": "staged"}},
+        ],
+    }
+    url = _table_url(catalog_server, catalog_namespace, "st")
+    committed = httpx.post(url, json=body)
+    assert committed.status_code == 200, committed.text
+    assert committed.headers["ETag"]
+    table = rest_catalog.load_table(f"{catalog_namespace}.st")
+    assert str(table.metadata.table_uuid) == metadata["table-uuid"]
+    assert table.properties["created-by"] == "staged"
+    _assert_error(httpx.post(url, json=body), 409, "CommitFailedException")
+
+
+def test_etag_and_if_none_match(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    created = _create(catalog_server, catalog_namespace, "t")
+    url = _table_url(catalog_server, catalog_namespace, "t")
+    loaded = httpx.get(url)
+    etag = loaded.headers["ETag"]
+    assert created.headers["ETag"] == etag
+    assert httpx.get(url, params={"snapshots": "refs"}).headers["ETag"] != etag
+
+    not_modified = httpx.get(url, headers={"If-None-Match": etag})
+    assert not_modified.status_code == 304 and not_modified.content == b""
+    assert not_modified.headers["ETag"] == etag
+    assert httpx.get(url, headers={"If-None-Match": f'"other", W/{etag}'}).status_code == 304
+    assert httpx.get(url, headers={"If-None-Match": '"other"'}).status_code == 200
+
+    body = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    committed = httpx.post(url, json=body)
+    assert committed.headers["ETag"] not in (None, etag)
+    reloaded = httpx.get(url, headers={"If-None-Match": etag})
+    assert reloaded.status_code == 200 and reloaded.json()["metadata"]["properties"]["k"] == "v"
+    assert reloaded.headers["ETag"] == committed.headers["ETag"]
+    missing = httpx.get(_table_url(catalog_server, catalog_namespace, "nope"),
+                        headers={"If-None-Match": etag})
+    _assert_error(missing, 404, "NoSuchTableException")
+
+
+def _files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()]
+
+
+def test_drop_keeps_files_and_purge_deletes_them(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    rows = pa.table({"id": [1, 2], "name": ["a", "b"]}, schema=ARROW_SCHEMA)
+    for name in ("kept", "purged"):
+        table = rest_catalog.create_table(f"{catalog_namespace}.{name}", ARROW_SCHEMA)
+        table.append(rows)
+        table.append(rows)
+    folder = catalog_server.warehouse / catalog_namespace
+    kept_before = _files(folder / "kept")
+    assert any(p.suffix == ".parquet" for p in kept_before)
+
+    assert httpx.delete(_table_url(catalog_server, catalog_namespace, "kept")).status_code == 204
+    assert _files(folder / "kept") == kept_before
+    url = _table_url(catalog_server, catalog_namespace, "purged")
+    assert httpx.delete(url, params={"purgeRequested": "true"}).status_code == 204
+    assert not (folder / "purged").exists()
+    assert not rest_catalog.table_exists(f"{catalog_namespace}.purged")
+    _assert_error(httpx.delete(url), 404, "NoSuchTableException")
+
+
+def test_head_rename_register(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    _create(catalog_server, catalog_namespace, "a")
+    url_a = _table_url(catalog_server, catalog_namespace, "a")
+    head = httpx.head(url_a)
+    assert head.status_code == 204 and head.content == b""
+    rest_catalog.create_namespace(f"{catalog_namespace}_other")
+    rename = {
+        "source": {"namespace": [catalog_namespace], "name": "a"},
+        "destination": {"namespace": [f"{catalog_namespace}_other"], "name": "b"},
+    }
+    assert httpx.post(f"{catalog_server.uri}/v1/tables/rename", json=rename).status_code == 204
+    assert httpx.head(url_a).status_code == 404
+    moved = httpx.get(_table_url(catalog_server, f"{catalog_namespace}_other", "b"))
+    _assert_error(httpx.post(f"{catalog_server.uri}/v1/tables/rename", json=rename), 404,
+                  "NoSuchTableException")
+    rename["destination"]["namespace"] = ["no_such_ns"]
+    rename["source"] = {"namespace": [f"{catalog_namespace}_other"], "name": "b"}
+    _assert_error(httpx.post(f"{catalog_server.uri}/v1/tables/rename", json=rename), 404,
+                  "NoSuchNamespaceException")
+
+    register = {"name": "r", "metadata-location": moved.json()["metadata-location"]}
+    registered = httpx.post(f"{_ns_url(catalog_server, catalog_namespace)}/register", json=register)
+    assert registered.status_code == 200 and registered.headers["ETag"]
+    assert registered.json()["metadata"]["table-uuid"] == moved.json()["metadata"]["table-uuid"]
+    again = httpx.post(f"{_ns_url(catalog_server, catalog_namespace)}/register", json=register)
+    _assert_error(again, 409, "AlreadyExistsException")
+
+
+def test_locations_outside_warehouse_are_400(
+    catalog_server: CatalogServerHandle, catalog_namespace: str, tmp_path: Path
+) -> None:
+    outside = (tmp_path / "elsewhere").as_uri()
+    sneaky = f"{catalog_server.warehouse.as_uri()}/../escaped"
+    for location in (outside, sneaky, "s3://bucket/t"):
+        response = _create(catalog_server, catalog_namespace, "t", location=location)
+        assert "outside the warehouse" in _assert_error(response, 400, "BadRequestException")[
+            "message"]
+    props = {"write.data.path": outside}
+    _assert_error(_create(catalog_server, catalog_namespace, "t", properties=props), 400,
+                  "BadRequestException")
+    inside = f"{catalog_server.warehouse.as_uri()}/custom/place"
+    assert _create(catalog_server, catalog_namespace, "t", location=inside).status_code == 200
+    url = _table_url(catalog_server, catalog_namespace, "t")
+    moved = {"updates": [{"action": "set-location", "location": outside}]}
+    _assert_error(httpx.post(url, json=moved), 400, "BadRequestException")
+    assert httpx.get(url).json()["metadata"]["location"] == inside
+    register = {"name": "r", "metadata-location": f"{outside}/v1.metadata.json"}
+    _assert_error(httpx.post(f"{_ns_url(catalog_server, catalog_namespace)}/register",
+                             json=register), 400, "BadRequestException")
+    namespace = {"namespace": [f"{catalog_namespace}_loc"], "properties": {"location": outside}}
+    _assert_error(httpx.post(f"{catalog_server.uri}/v1/namespaces", json=namespace), 400,
+                  "BadRequestException")

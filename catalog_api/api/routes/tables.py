@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Header, Query, Response, status
 from pyiceberg.catalog.rest import ListTablesResponse, TableResponse
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import CommitTableResponse
 
 from catalog_api.api.routes.responses import json_response
 from catalog_api.deps import NamespaceDep, StoreDep
+from catalog_api.etags import ETAG_HEADER, matches_if_none_match, not_modified, table_etag
 from catalog_api.models import (
     CommitTransactionBody,
     CreateTableBody,
@@ -27,6 +28,15 @@ TABLE_PATH = "/namespaces/{namespace}/tables/{table}"
 NO_CONTENT = status.HTTP_204_NO_CONTENT
 
 
+def _with_etag(
+    model: TableResponse | CommitTableResponse, snapshots: str = "all"
+) -> Response:
+    response = json_response(model)
+    if model.metadata_location:
+        response.headers[ETAG_HEADER] = table_etag(model.metadata_location, snapshots)
+    return response
+
+
 @router.get(
     "/namespaces/{namespace}/tables", response_model=ListTablesResponse, summary="List tables"
 )
@@ -41,8 +51,12 @@ def list_tables(store: StoreDep, namespace: NamespaceDep, page: PageDep) -> Resp
     "/namespaces/{namespace}/tables", response_model=TableResponse, summary="Create a table"
 )
 def create_table(store: StoreDep, namespace: NamespaceDep, body: CreateTableBody) -> Response:
-    """Create a table, or start a create transaction when ``stage-create`` is true."""
-    return json_response(store.create_table(namespace, body))
+    """Create a table, or start a create transaction when ``stage-create`` is true.
+
+    A created table's response carries an ``ETag``; a staged one has no metadata file yet,
+    hence no ETag.
+    """
+    return _with_etag(store.create_table(namespace, body))
 
 
 @router.post(
@@ -53,7 +67,7 @@ def create_table(store: StoreDep, namespace: NamespaceDep, body: CreateTableBody
 def register_table(store: StoreDep, namespace: NamespaceDep, body: RegisterTableBody) -> Response:
     """Register an existing metadata file under a table name."""
     response = store.register_table(namespace, body.name, body.metadata_location, body.overwrite)
-    return json_response(response)
+    return _with_etag(response)
 
 
 @router.get(TABLE_PATH, response_model=TableResponse, summary="Load a table")
@@ -62,9 +76,17 @@ def load_table(
     namespace: NamespaceDep,
     table: str,
     snapshots: Annotated[Literal["all", "refs"], Query()] = "all",
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
 ) -> Response:
-    """Return the table's metadata location, metadata and client config."""
-    return json_response(store.load_table((*namespace, table), snapshots))
+    """Return the table's metadata location, metadata and client config, with an ``ETag``.
+
+    Answers 304 without a body when ``If-None-Match`` names the current ETag.
+    """
+    response = store.load_table((*namespace, table), snapshots)
+    etag = table_etag(response.metadata_location or "", snapshots)
+    if matches_if_none_match(if_none_match, etag):
+        return not_modified(etag)
+    return _with_etag(response, snapshots)
 
 
 @router.head(TABLE_PATH, status_code=NO_CONTENT, summary="Check if a table exists")
@@ -81,7 +103,7 @@ def commit_table(
     """Check the requirements and apply the updates atomically (409 when a requirement fails)."""
     identifier = (*namespace, table)
     change = TableChangeRequest(identifier, body.requirements, body.updates)
-    return json_response(store.commit_table(change))
+    return _with_etag(store.commit_table(change))
 
 
 @router.delete(TABLE_PATH, status_code=NO_CONTENT, summary="Drop a table")
