@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request
 from pyiceberg.typedef import Identifier
 
+from catalog_api.metrics_store import MetricsStore
 from catalog_api.store import CatalogStore
 
 #: Separator of namespace parts in URLs (``%1F`` once URL-encoded), per the REST spec.
@@ -17,6 +18,12 @@ def get_store(request: Request) -> CatalogStore:
     """Return the ``CatalogStore`` the application was created with."""
     store: CatalogStore = request.app.state.store
     return store
+
+
+def get_metrics(request: Request) -> MetricsStore:
+    """Return the application's ``MetricsStore``."""
+    metrics: MetricsStore = request.app.state.metrics
+    return metrics
 
 
 def split_namespace(encoded: str, separator: str = NAMESPACE_SEPARATOR) -> Identifier:
@@ -66,5 +73,6 @@ def parent_query(
 
 
 StoreDep = Annotated[CatalogStore, Depends(get_store)]
+MetricsDep = Annotated[MetricsStore, Depends(get_metrics)]
 NamespaceDep = Annotated[Identifier, Depends(namespace_path)]
 ParentDep = Annotated[Identifier, Depends(parent_query)]

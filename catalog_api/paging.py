@@ -71,8 +71,41 @@ class PageRequest:
     token: str | None
     size: int
 
+    @property
+    def cursor(self) -> Any:
+        """The sort key of the last item already returned, or None at the start.
+
+        Raises:
+            BadRequestError: If the page token is invalid.
+        """
+        return decode_token(self.token) if self.token else None
+
+    @property
+    def fetch_limit(self) -> int | None:
+        """How many items a query should fetch after the cursor: one more than a page."""
+        return None if self.token is None else self.size + 1
+
+    def cut(self, fetched: Sequence[T], key: Callable[[T], Any]) -> tuple[list[T], str | None]:
+        """Make a page of items fetched after the cursor (at most ``fetch_limit`` of them).
+
+        For listings that query their storage directly: fetch ``fetch_limit`` items whose
+        key is above ``cursor``, in key order, and pass them here.
+
+        Args:
+            fetched: Items following the cursor, sorted by ``key``.
+            key: Gives an item's sort key (JSON-serializable).
+
+        Returns:
+            The items of this page and the token of the next page (None on the last).
+        """
+        if self.token is None:
+            return list(fetched), None
+        page = list(fetched[: self.size])
+        more = len(fetched) > self.size
+        return page, encode_token(key(page[-1])) if more and page else None
+
     def apply(self, items: Sequence[T], key: Callable[[T], Any]) -> tuple[list[T], str | None]:
-        """Cut one page out of items sorted by ``key``.
+        """Cut one page out of all items, sorted by ``key``.
 
         Args:
             items: All items, sorted ascending by ``key``.
@@ -85,18 +118,14 @@ class PageRequest:
         Raises:
             BadRequestError: If the page token is invalid or of another listing.
         """
-        if self.token is None:
-            return list(items), None
         start = 0
         if self.token:
-            after = decode_token(self.token)
             try:
-                start = bisect.bisect_right(items, after, key=key)
+                start = bisect.bisect_right(items, self.cursor, key=key)
             except TypeError as exc:
                 raise BadRequestError(f"pageToken does not belong to this listing: {exc}") from exc
-        page = list(items[start : start + self.size])
-        more = start + self.size < len(items)
-        return page, encode_token(key(page[-1])) if more and page else None
+        end = None if self.fetch_limit is None else start + self.fetch_limit
+        return self.cut(items[start:end], key)
 
 
 def page_request(

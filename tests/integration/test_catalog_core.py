@@ -358,3 +358,83 @@ def test_locations_outside_warehouse_are_400(
     namespace = {"namespace": [f"{catalog_namespace}_loc"], "properties": {"location": outside}}
     _assert_error(httpx.post(f"{catalog_server.uri}/v1/namespaces", json=namespace), 400,
                   "BadRequestException")
+
+
+# -------------------------------------------------------------------------------- metrics
+
+SCAN_REPORT = {
+    "report-type": "scan-report",
+    "table-name": "lakehouse.ns.t",
+    "snapshot-id": 7,
+    "filter": True,
+    "schema-id": 0,
+    "projected-field-ids": [1],
+    "projected-field-names": ["id"],
+    "metrics": {
+        "total-planning-duration": {"count": 1, "time-unit": "nanoseconds",
+                                    "total-duration": 2644235116},
+        "result-data-files": {"unit": "count", "value": 1},
+    },
+    "metadata": {"engine": "spark"},
+}
+COMMIT_REPORT = {
+    "report-type": "commit-report",
+    "table-name": "lakehouse.ns.t",
+    "snapshot-id": 8,
+    "sequence-number": 2,
+    "operation": "append",
+    "metrics": {"added-records": {"unit": "count", "value": 5}},
+}
+
+
+def test_metrics_reports_are_stored_and_listed(
+    catalog_server: CatalogServerHandle, catalog_namespace: str
+) -> None:
+    _create(catalog_server, catalog_namespace, "t")
+    _create(catalog_server, catalog_namespace, "other")
+    url = f"{_table_url(catalog_server, catalog_namespace, 't')}/metrics"
+    for report in (SCAN_REPORT, COMMIT_REPORT, SCAN_REPORT):
+        assert httpx.post(url, json=report).status_code == 204
+    other = f"{_table_url(catalog_server, catalog_namespace, 'other')}/metrics"
+    assert httpx.post(other, json=COMMIT_REPORT).status_code == 204
+
+    listed = httpx.get(url).json()
+    assert listed["next-page-token"] is None
+    assert [r["report-type"] for r in listed["reports"]] == [
+        "scan-report", "commit-report", "scan-report"]
+    assert listed["reports"][0]["report"] == SCAN_REPORT
+    assert listed["reports"][1]["report"] == COMMIT_REPORT
+    assert listed["reports"][0]["received-at"].endswith("+00:00")
+    ids = [r["id"] for r in listed["reports"]]
+    assert ids == sorted(ids)
+
+    pages = _pages(url, "reports", 2)
+    assert [[r["id"] for r in p] for p in pages] == [ids[:2], ids[2:]]
+    scans = httpx.get(url, params={"report-type": "scan-report"}).json()["reports"]
+    assert [r["id"] for r in scans] == [ids[0], ids[2]]
+    assert len(httpx.get(other).json()["reports"]) == 1
+
+
+def test_metrics_errors(catalog_server: CatalogServerHandle, catalog_namespace: str) -> None:
+    _create(catalog_server, catalog_namespace, "t")
+    url = f"{_table_url(catalog_server, catalog_namespace, 't')}/metrics"
+    incomplete = {k: v for k, v in SCAN_REPORT.items() if k != "projected-field-ids"}
+    _assert_error(httpx.post(url, json=incomplete), 400, "BadRequestException")
+    unknown = {**COMMIT_REPORT, "report-type": "weird-report"}
+    _assert_error(httpx.post(url, json=unknown), 400, "BadRequestException")
+    missing = f"{_table_url(catalog_server, catalog_namespace, 'nope')}/metrics"
+    _assert_error(httpx.post(missing, json=COMMIT_REPORT), 404, "NoSuchTableException")
+    _assert_error(httpx.get(missing), 404, "NoSuchTableException")
+    assert httpx.get(url).json()["reports"] == []
+
+
+def test_metrics_extension_is_documented_as_extension(
+    catalog_server: CatalogServerHandle,
+) -> None:
+    paths = httpx.get(f"{catalog_server.uri}/openapi.json").json()["paths"]
+    operation = paths["/iceberg/v1/namespaces/{namespace}/tables/{table}/metrics"]["get"]
+    assert operation["operationId"] == "lakehouseListMetricsReports"
+    assert all("extension" in tag.lower() for tag in operation["tags"])
+    endpoints = httpx.get(f"{catalog_server.uri}/v1/config").json()["endpoints"]
+    assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics" in endpoints
+    assert not any(e.startswith("GET ") and e.endswith("/metrics") for e in endpoints)

@@ -395,7 +395,10 @@ def test_register_metrics_and_purge(
     with pytest.raises(TableAlreadyExistsError):
         rest_catalog.register_table(f"{catalog_namespace}.again", metadata_location)
 
-    report = {"report-type": "scan-report", "table-name": "again", "snapshot-id": 1}
+    report = {
+        "report-type": "commit-report", "table-name": "again", "snapshot-id": 1,
+        "sequence-number": 1, "operation": "append", "metrics": {},
+    }
     url = _table_url(catalog_server, catalog_namespace, "again") + "/metrics"
     assert httpx.post(url, json=report).status_code == 204
 

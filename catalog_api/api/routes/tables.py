@@ -1,12 +1,11 @@
-"""Table routes: list, create, load, exists, commit, drop, rename, register, metrics, commit-all."""
+"""Table routes: list, create, load, exists, commit, drop, rename, register, commit-all."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Header, Query, Response, status
+from fastapi import APIRouter, Header, Query, Response, status
 from pyiceberg.catalog.rest import ListTablesResponse, TableResponse
-from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import CommitTableResponse
 
 from catalog_api.api.routes.responses import json_response
@@ -115,16 +114,6 @@ def drop_table(
 ) -> Response:
     """Drop a table; with ``purgeRequested`` also delete its data and metadata files."""
     store.drop_table((*namespace, table), purge=purge_requested)
-    return Response(status_code=NO_CONTENT)
-
-
-@router.post(f"{TABLE_PATH}/metrics", status_code=NO_CONTENT, summary="Send a metrics report")
-def report_metrics(
-    store: StoreDep, namespace: NamespaceDep, table: str, body: Annotated[dict[str, Any], Body()]
-) -> Response:
-    """Accept a scan or commit metrics report (not stored yet)."""
-    if not store.table_exists((*namespace, table)):
-        raise NoSuchTableError(f"Table does not exist: {'.'.join((*namespace, table))}")
     return Response(status_code=NO_CONTENT)
 
 
