@@ -11,6 +11,7 @@ from catalog_api.api.main import api_router
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.core.config import CatalogSettings
 from catalog_api.errors import install_error_handlers
+from catalog_api.idempotency import IdempotencyMiddleware, IdempotencyStore
 from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
 from catalog_api.store import CatalogStore
@@ -58,6 +59,8 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     app.state.metrics = MetricsStore(store.catalog.engine, settings.catalog_name)
     app.state.settings = settings
     install_error_handlers(app)
+    idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
+    app.add_middleware(IdempotencyMiddleware, store=idempotency)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     app.include_router(api_router, prefix=API_PREFIX)
 

@@ -3,8 +3,10 @@ OAuth, error codes) against a real uvicorn server, with httpx and pyiceberg's Re
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -438,3 +440,109 @@ def test_metrics_extension_is_documented_as_extension(
     endpoints = httpx.get(f"{catalog_server.uri}/v1/config").json()["endpoints"]
     assert "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics" in endpoints
     assert not any(e.startswith("GET ") and e.endswith("/metrics") for e in endpoints)
+
+
+# ---------------------------------------------------------------------------- idempotency
+
+
+def _key() -> str:
+    return str(uuid.uuid4())
+
+
+def test_idempotent_create_table_replays(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    url = f"{_ns_url(catalog_server, catalog_namespace)}/tables"
+    body = {"name": "t", "schema": SCHEMA}
+    key = _key()
+    first = httpx.post(url, json=body, headers={"Idempotency-Key": key})
+    assert first.status_code == 200, first.text
+    retry = httpx.post(url, json=body, headers={"Idempotency-Key": key})
+    assert retry.status_code == 200 and retry.content == first.content
+    assert retry.headers["ETag"] == first.headers["ETag"]
+    assert retry.headers["content-type"] == "application/json"
+    assert retry.headers["Idempotency-Replayed"] == "true"
+    assert rest_catalog.list_tables(catalog_namespace) == [(catalog_namespace, "t")]
+    other = httpx.post(url, json=body, headers={"Idempotency-Key": _key()})
+    _assert_error(other, 409, "AlreadyExistsException")
+    without = httpx.post(url, json=body)
+    _assert_error(without, 409, "AlreadyExistsException")
+
+
+def test_idempotent_4xx_is_replayed_and_key_reuse_is_422(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    url = _ns_url(catalog_server, catalog_namespace)
+    key = _key()
+    _create(catalog_server, catalog_namespace, "t")
+    not_empty = httpx.delete(url, headers={"Idempotency-Key": key})
+    _assert_error(not_empty, 409, "NamespaceNotEmptyException")
+    rest_catalog.drop_table(f"{catalog_namespace}.t")
+    replayed = httpx.delete(url, headers={"Idempotency-Key": key})
+    assert replayed.status_code == 409 and replayed.content == not_empty.content
+    assert rest_catalog.namespace_exists(catalog_namespace)
+    assert httpx.delete(url, headers={"Idempotency-Key": _key()}).status_code == 204
+
+    key = _key()
+    create = f"{catalog_server.uri}/v1/namespaces"
+    ns = f"{catalog_namespace}_b"
+    assert httpx.post(create, json={"namespace": [ns]}, headers={"Idempotency-Key": key}
+                      ).status_code == 200
+    reused = httpx.post(create, json={"namespace": [f"{ns}x"]}, headers={"Idempotency-Key": key})
+    _assert_error(reused, 422, "UnprocessableEntityException")
+    _assert_error(httpx.post(create, json={"namespace": ["n"]},
+                             headers={"Idempotency-Key": "not-a-uuid"}),
+                  400, "BadRequestException")
+
+
+def test_idempotency_never_stores_5xx(
+    catalog_server: CatalogServerHandle, catalog_namespace: str
+) -> None:
+    created = _create(catalog_server, catalog_namespace, "t")
+    metadata_file = Path(created.json()["metadata-location"].removeprefix("file://"))
+    saved = metadata_file.read_bytes()
+    metadata_file.unlink()  # the table now fails to load: 500
+    url = _table_url(catalog_server, catalog_namespace, "t")
+    body = {"updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    key = _key()
+    _assert_error(httpx.post(url, json=body, headers={"Idempotency-Key": key}), 500,
+                  "InternalServerError")
+    metadata_file.write_bytes(saved)
+    retried = httpx.post(url, json=body, headers={"Idempotency-Key": key})
+    assert retried.status_code == 200, retried.text
+    assert "Idempotency-Replayed" not in retried.headers
+    assert retried.json()["metadata"]["properties"]["k"] == "v"
+
+
+def test_idempotency_keys_expire(make_server: ServerFactory) -> None:
+    server = make_server(idempotency_key_lifetime="PT1S")
+    assert httpx.get(f"{server.uri}/v1/config").json()["idempotency-key-lifetime"] == "PT1S"
+    url = f"{server.uri}/v1/namespaces"
+    key = _key()
+    assert httpx.post(url, json={"namespace": ["n"]}, headers={"Idempotency-Key": key}
+                      ).status_code == 200
+    replay = httpx.post(url, json={"namespace": ["n"]}, headers={"Idempotency-Key": key})
+    assert replay.status_code == 200
+    time.sleep(1.2)
+    expired = httpx.post(url, json={"namespace": ["n"]}, headers={"Idempotency-Key": key})
+    _assert_error(expired, 409, "AlreadyExistsException")
+
+
+def test_concurrent_retries_run_once(
+    catalog_server: CatalogServerHandle, catalog_namespace: str
+) -> None:
+    url = _table_url(catalog_server, catalog_namespace, "t")
+    _create(catalog_server, catalog_namespace, "t")
+    key = _key()
+    body = {"requirements": [{"type": "assert-current-schema-id", "current-schema-id": 0}],
+            "updates": [{"action": "set-properties", "updates": {"run": "once"}}]}
+
+    def post(_: int) -> httpx.Response:
+        return httpx.post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        responses = list(pool.map(post, range(6)))
+    assert {r.status_code for r in responses} == {200}
+    assert len({r.content for r in responses}) == 1
+    history = httpx.get(url).json()["metadata"]["metadata-log"]
+    assert len(history) == 1  # one commit after the create
