@@ -14,6 +14,7 @@ import httpx
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import OAuthError
 
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.spec_endpoints import ADVERTISABLE
@@ -546,3 +547,48 @@ def test_concurrent_retries_run_once(
     assert len({r.content for r in responses}) == 1
     history = httpx.get(url).json()["metadata"]["metadata-log"]
     assert len(history) == 1  # one commit after the create
+
+
+# ---------------------------------------------------------------------------------- OAuth
+
+
+def test_pyiceberg_with_credential_gets_a_token(
+    catalog_server: CatalogServerHandle, catalog_namespace: str
+) -> None:
+    catalog = RestCatalog("oauth", uri=catalog_server.uri, credential="any-id:any-secret")
+    assert (catalog_namespace,) in catalog.list_namespaces()
+    token = httpx.post(f"{catalog_server.uri}/v1/oauth/tokens", data={
+        "grant_type": "client_credentials", "client_id": "x", "client_secret": "y",
+        "scope": "catalog"})
+    assert token.status_code == 200
+    body = token.json()
+    assert body["token_type"] == "bearer" and len(body["access_token"]) >= 32
+    assert body["expires_in"] == 3600 and body["scope"] == "catalog"
+
+
+def test_oauth_clients_from_settings(make_server: ServerFactory) -> None:
+    server = make_server(oauth_clients={"alice": "s3cret"})
+    catalog = RestCatalog("oauth", uri=server.uri, credential="alice:s3cret")
+    catalog.create_namespace("n")
+    assert catalog.list_namespaces() == [("n",)]
+    with pytest.raises(OAuthError, match="invalid_client"):
+        RestCatalog("oauth", uri=server.uri, credential="alice:wrong")
+    url = f"{server.uri}/v1/oauth/tokens"
+    basic = httpx.post(url, data={"grant_type": "client_credentials"}, auth=("alice", "s3cret"))
+    assert basic.status_code == 200 and basic.json()["access_token"]
+    wrong = httpx.post(url, data={"grant_type": "client_credentials"}, auth=("bob", "s3cret"))
+    assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+    exchange = httpx.post(url, data={
+        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange", "subject_token": "t"})
+    assert exchange.status_code == 400 and exchange.json()["error"] == "unsupported_grant_type"
+    no_secret = httpx.post(url, data={"grant_type": "client_credentials", "client_id": "alice"})
+    assert no_secret.status_code == 400 and no_secret.json()["error"] == "invalid_request"
+
+
+def test_token_endpoint_is_deprecated_in_openapi(catalog_server: CatalogServerHandle) -> None:
+    paths = httpx.get(f"{catalog_server.uri}/openapi.json").json()["paths"]
+    operation = paths["/iceberg/v1/oauth/tokens"]["post"]
+    assert operation["deprecated"] is True and operation["operationId"] == "getToken"
+    assert "application/x-www-form-urlencoded" in operation["requestBody"]["content"]
+    endpoints = httpx.get(f"{catalog_server.uri}/v1/config").json()["endpoints"]
+    assert not any("oauth" in endpoint for endpoint in endpoints)
