@@ -592,3 +592,122 @@ def test_token_endpoint_is_deprecated_in_openapi(catalog_server: CatalogServerHa
     assert "application/x-www-form-urlencoded" in operation["requestBody"]["content"]
     endpoints = httpx.get(f"{catalog_server.uri}/v1/config").json()["endpoints"]
     assert not any("oauth" in endpoint for endpoint in endpoints)
+
+
+# ------------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"updates": [{"action": "no-such-update"}]},
+        {"requirements": [{"type": "no-such-requirement"}]},
+        {"updates": [{"action": "set-properties"}]},  # a known update missing its field
+    ],
+    ids=["unknown-update", "unknown-requirement", "incomplete-update"],
+)
+def test_unknown_update_or_requirement_is_400(
+    catalog_server: CatalogServerHandle, catalog_namespace: str, change: dict[str, Any]
+) -> None:
+    _create(catalog_server, catalog_namespace, "t")
+    url = _table_url(catalog_server, catalog_namespace, "t")
+    before = httpx.get(url).json()["metadata-location"]
+    _assert_error(httpx.post(url, json=change), 400, "BadRequestException")
+    tx = {"table-changes": [{"identifier": {"namespace": [catalog_namespace], "name": "t"},
+                             **change}]}
+    response = httpx.post(f"{catalog_server.uri}/v1/transactions/commit", json=tx)
+    _assert_error(response, 400, "BadRequestException")
+    assert httpx.get(url).json()["metadata-location"] == before
+
+
+def test_not_found_errors_carry_the_right_type(
+    catalog_server: CatalogServerHandle, catalog_namespace: str
+) -> None:
+    missing_ns = _ns_url(catalog_server, "no_such_ns")
+    no_ns = "NoSuchNamespaceException"
+    no_table = "NoSuchTableException"
+    _assert_error(httpx.get(missing_ns), 404, no_ns)
+    _assert_error(httpx.delete(missing_ns), 404, no_ns)
+    _assert_error(httpx.get(f"{missing_ns}/tables"), 404, no_ns)
+    _assert_error(httpx.post(f"{missing_ns}/properties", json={"updates": {"a": "b"}}), 404, no_ns)
+    _assert_error(_create(catalog_server, "no_such_ns", "t"), 404, no_ns)
+    _assert_error(httpx.post(f"{missing_ns}/register", json={
+        "name": "t", "metadata-location": f"{catalog_server.warehouse.as_uri()}/x.json"}),
+        404, no_ns)
+    missing_table = _table_url(catalog_server, catalog_namespace, "nope")
+    _assert_error(httpx.get(missing_table), 404, no_table)
+    _assert_error(httpx.delete(missing_table, params={"purgeRequested": "true"}), 404, no_table)
+    _assert_error(httpx.post(missing_table, json={"updates": []}), 404, no_table)
+    _assert_error(httpx.get(_table_url(catalog_server, "no_such_ns", "t")), 404, no_table)
+    head = httpx.head(missing_ns)
+    assert head.status_code == 404 and head.content == b""
+    _assert_error(httpx.get(f"{catalog_server.uri}/v1/no-such-route"), 404, "NotFoundException")
+
+
+def test_conflicts_are_409(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    namespaces = f"{catalog_server.uri}/v1/namespaces"
+    _assert_error(httpx.post(namespaces, json={"namespace": [catalog_namespace]}), 409,
+                  "AlreadyExistsException")
+    _create(catalog_server, catalog_namespace, "a")
+    _create(catalog_server, catalog_namespace, "b")
+    _assert_error(_create(catalog_server, catalog_namespace, "a"), 409, "AlreadyExistsException")
+    _assert_error(httpx.delete(_ns_url(catalog_server, catalog_namespace)), 409,
+                  "NamespaceNotEmptyException")
+    rename = {"source": {"namespace": [catalog_namespace], "name": "a"},
+              "destination": {"namespace": [catalog_namespace], "name": "b"}}
+    _assert_error(httpx.post(f"{catalog_server.uri}/v1/tables/rename", json=rename), 409,
+                  "AlreadyExistsException")
+    stale = {"requirements": [{"type": "assert-table-uuid", "uuid": str(uuid.uuid4())}],
+             "updates": []}
+    _assert_error(httpx.post(_table_url(catalog_server, catalog_namespace, "a"), json=stale), 409,
+                  "CommitFailedException")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"namespace": ["a.b"]},
+        {"namespace": ["a", ""]},
+        {"namespace": []},
+        {"namespace": ["a\x1fb"]},
+        {"namespace": "not-a-list"},
+    ],
+    ids=["dot", "empty-part", "empty", "separator", "not-a-list"],
+)
+def test_bad_namespace_identifiers_are_400(
+    catalog_server: CatalogServerHandle, body: dict[str, Any]
+) -> None:
+    response = httpx.post(f"{catalog_server.uri}/v1/namespaces", json=body)
+    _assert_error(response, 400, "BadRequestException")
+
+
+def test_bad_table_identifiers_are_400(
+    catalog_server: CatalogServerHandle, catalog_namespace: str
+) -> None:
+    _assert_error(_create(catalog_server, catalog_namespace, ""), 400, "BadRequestException")
+    no_schema = httpx.post(f"{_ns_url(catalog_server, catalog_namespace)}/tables",
+                           json={"name": "t"})
+    _assert_error(no_schema, 400, "BadRequestException")
+    rename = {"source": {"namespace": [catalog_namespace], "name": "t"},
+              "destination": {"namespace": [catalog_namespace]}}
+    _assert_error(httpx.post(f"{catalog_server.uri}/v1/tables/rename", json=rename), 400,
+                  "BadRequestException")
+
+
+def test_oversized_bodies_are_413(make_server: ServerFactory) -> None:
+    server = make_server(max_body_bytes=2048)
+    url = f"{server.uri}/v1/namespaces"
+    big = {"namespace": ["n"], "properties": {"k": "x" * 4096}}
+    _assert_error(httpx.post(url, json=big), 413, "PayloadTooLargeException")
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"namespace": ["n"], "properties": {"k": "'
+        for _ in range(8):
+            yield b"x" * 512
+        yield b'"}}'
+
+    chunked = httpx.post(url, content=chunks(), headers={"content-type": "application/json"})
+    _assert_error(chunked, 413, "PayloadTooLargeException")
+    assert httpx.get(url).json()["namespaces"] == []
