@@ -32,7 +32,9 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         settings: Service settings.
 
     Returns:
-        The FastAPI application (``app.state.store`` holds its ``CatalogStore``).
+        The FastAPI application (``app.state.store`` holds its ``CatalogStore``,
+        ``app.state.metrics`` its ``MetricsStore``). Keyed mutation requests go through
+        ``IdempotencyMiddleware``; bodies are size-limited by ``BodySizeLimitMiddleware``.
 
     Raises:
         sqlalchemy.exc.ArgumentError: If ``settings.database_url`` is not a valid URL.

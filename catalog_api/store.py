@@ -294,6 +294,10 @@ class CatalogStore:
     def drop_table(self, identifier: Identifier, purge: bool = False) -> None:
         """Drop a table, deleting its files too when ``purge`` is true.
 
+        A purge deletes the files the current metadata reaches, then (for tables inside the
+        warehouse) the ``data/`` and ``metadata/`` folders of the table; see
+        :func:`catalog_api.purge.purge_table_folders`. Without purge every file stays.
+
         Raises:
             NoSuchTableError: If the table does not exist.
         """
