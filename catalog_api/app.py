@@ -11,6 +11,8 @@ from catalog_api.api.main import api_router
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.core.config import CatalogSettings
 from catalog_api.errors import install_error_handlers
+from catalog_api.idempotency import IdempotencyMiddleware, IdempotencyStore
+from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
 from catalog_api.store import CatalogStore
 
@@ -30,7 +32,9 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         settings: Service settings.
 
     Returns:
-        The FastAPI application (``app.state.store`` holds its ``CatalogStore``).
+        The FastAPI application (``app.state.store`` holds its ``CatalogStore``,
+        ``app.state.metrics`` its ``MetricsStore``). Keyed mutation requests go through
+        ``IdempotencyMiddleware``; bodies are size-limited by ``BodySizeLimitMiddleware``.
 
     Raises:
         sqlalchemy.exc.ArgumentError: If ``settings.database_url`` is not a valid URL.
@@ -54,8 +58,11 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.store = store
+    app.state.metrics = MetricsStore(store.catalog.engine, settings.catalog_name)
     app.state.settings = settings
     install_error_handlers(app)
+    idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
+    app.add_middleware(IdempotencyMiddleware, store=idempotency)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     app.include_router(api_router, prefix=API_PREFIX)
 

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request
 from pyiceberg.typedef import Identifier
 
+from catalog_api.metrics_store import MetricsStore
 from catalog_api.store import CatalogStore
 
 #: Separator of namespace parts in URLs (``%1F`` once URL-encoded), per the REST spec.
@@ -19,36 +20,59 @@ def get_store(request: Request) -> CatalogStore:
     return store
 
 
-def split_namespace(encoded: str) -> Identifier:
+def get_metrics(request: Request) -> MetricsStore:
+    """Return the application's ``MetricsStore``."""
+    metrics: MetricsStore = request.app.state.metrics
+    return metrics
+
+
+def split_namespace(encoded: str, separator: str = NAMESPACE_SEPARATOR) -> Identifier:
     """Split a URL namespace into its parts.
+
+    Both ``separator`` and 0x1F separate parts, as the spec requires of servers that
+    advertise another ``namespace-separator``.
 
     Args:
         encoded: The namespace as it appears (already URL-decoded) in a path or query.
+        separator: The advertised separator, URL-decoded.
 
     Returns:
         The namespace parts; empty for an empty string.
     """
     if not encoded:
         return ()
+    if separator != NAMESPACE_SEPARATOR:
+        encoded = encoded.replace(separator, NAMESPACE_SEPARATOR)
     return tuple(encoded.split(NAMESPACE_SEPARATOR))
 
 
+def _separator(request: Request) -> str:
+    separator: str = request.app.state.settings.decoded_namespace_separator
+    return separator
+
+
 def namespace_path(
-    namespace: Annotated[str, Path(description="Namespace parts separated by %1F")],
+    request: Request,
+    namespace: Annotated[
+        str, Path(description="Namespace parts separated by `namespace-separator` (%1F)")
+    ],
 ) -> Identifier:
     """Decode the ``{namespace}`` path parameter."""
-    return split_namespace(namespace)
+    return split_namespace(namespace, _separator(request))
 
 
 def parent_query(
+    request: Request,
     parent: Annotated[
-        str | None, Query(description="Parent namespace, parts separated by %1F")
+        str | None,
+        Query(description="Parent namespace, parts separated by `namespace-separator` (%1F)"),
     ] = None,
 ) -> Identifier:
-    """Decode the optional ``parent`` query parameter of list-namespaces."""
-    return split_namespace(parent or "")
+    """Decode the optional ``parent`` query parameter of list-namespaces (empty = absent)."""
+    return split_namespace(parent or "", _separator(request))
 
 
 StoreDep = Annotated[CatalogStore, Depends(get_store)]
+MetricsDep = Annotated[MetricsStore, Depends(get_metrics)]
 NamespaceDep = Annotated[Identifier, Depends(namespace_path)]
 ParentDep = Annotated[Identifier, Depends(parent_query)]

@@ -27,6 +27,9 @@ from pyiceberg.exceptions import (
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from catalog_api.core.config import API_PREFIX
+from catalog_api.spec_endpoints import find_operation
+
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 2000
@@ -147,8 +150,13 @@ async def _handle_validation(_: Request, exc: Exception) -> Response:
     return error_response(400, "BadRequestException", _describe_validation(list(exc.errors())))
 
 
-async def _handle_http(_: Request, exc: Exception) -> Response:
+async def _handle_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code in (404, 405):
+        operation = find_operation(request.method, request.url.path.removeprefix(API_PREFIX))
+        if operation is not None:  # a spec operation this server does not serve
+            message = f"Operation {operation.operation_id} is not supported by this catalog"
+            return error_response(406, "UnsupportedOperationException", message)
     error_type = _HTTP_TYPES.get(exc.status_code, "RESTException")
     return error_response(exc.status_code, error_type, str(exc.detail))
 

@@ -42,7 +42,7 @@ class BodySizeLimitMiddleware:
         if messages is None:
             await self._reject(scope, receive, send)
             return
-        await self.app(scope, _replay(messages, receive), send)
+        await self.app(scope, replay_receive(messages, receive), send)
 
     async def _buffer(self, receive: Receive) -> list[Message] | None:
         messages: list[Message] = []
@@ -62,7 +62,8 @@ class BodySizeLimitMiddleware:
         await response(scope, receive, send)
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
+def replay_receive(messages: list[Message], receive: Receive) -> Receive:
+    """Return a ``receive`` that yields already-read messages first, then reads on."""
     pending = list(messages)
 
     async def replayed() -> Message:

@@ -8,7 +8,9 @@ classes here relax exactly those keys and reuse pyiceberg's types for everything
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 from pyiceberg.catalog.rest import CreateTableRequest, RegisterTableRequest
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import TableIdentifier
@@ -72,3 +74,36 @@ class UpdateNamespacePropertiesBody(IcebergBaseModel):
 
     removals: list[str] = Field(default_factory=list)
     updates: Properties = Field(default_factory=dict)
+
+
+class _MetricsReport(BaseModel):
+    """Fields common to both metrics reports; unknown keys are kept as sent."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+
+    table_name: str = Field(alias="table-name")
+    snapshot_id: int = Field(alias="snapshot-id")
+    metrics: dict[str, dict[str, Any]]
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ScanReportBody(_MetricsReport):
+    """A ``ScanReport`` (spec 1.11.0), sent after a client planned a scan."""
+
+    report_type: Literal["scan-report"] = Field(alias="report-type")
+    filter: Any
+    schema_id: int = Field(alias="schema-id")
+    projected_field_ids: list[int] = Field(alias="projected-field-ids")
+    projected_field_names: list[str] = Field(alias="projected-field-names")
+
+
+class CommitReportBody(_MetricsReport):
+    """A ``CommitReport`` (spec 1.11.0), sent after a client committed to a table."""
+
+    report_type: Literal["commit-report"] = Field(alias="report-type")
+    sequence_number: int = Field(alias="sequence-number")
+    operation: str
+
+
+#: Body of ``POST .../tables/{table}/metrics`` (``ReportMetricsRequest``).
+ReportMetricsBody = Annotated[ScanReportBody | CommitReportBody, Field(discriminator="report_type")]

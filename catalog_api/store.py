@@ -34,7 +34,9 @@ from sqlalchemy.orm import Session
 from catalog_api.commit import PlannedCommit, plan_commit, publish_commits
 from catalog_api.core.config import CatalogSettings, is_local_location, local_path
 from catalog_api.errors import BadRequestError, UnprocessableEntityError
+from catalog_api.locations import check_location, check_properties, check_updates
 from catalog_api.models import CreateTableBody
+from catalog_api.purge import purge_table_folders
 
 SnapshotMode = Literal["all", "refs"]
 
@@ -67,8 +69,10 @@ def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestEr
     Raises:
         Exception: An instance of ``error`` when the namespace is invalid.
     """
-    if not namespace or any(not part or "." in part for part in namespace):
-        raise error(f"Invalid namespace {list(namespace)}: parts must be non-empty, without '.'")
+    if not namespace or any(not part or "." in part or "\x1f" in part for part in namespace):
+        raise error(
+            f"Invalid namespace {list(namespace)}: parts must be non-empty, without '.' or 0x1F"
+        )
     return tuple(namespace)
 
 
@@ -132,6 +136,8 @@ class CatalogStore:
             NamespaceAlreadyExistsError: If it exists already.
         """
         check_namespace(namespace)
+        if properties.get("location"):
+            check_location(self.settings, properties["location"], "Namespace location")
         with self._lock:
             self.catalog.create_namespace(namespace, dict(properties))
         return self.load_namespace(namespace)
@@ -178,6 +184,8 @@ class CatalogStore:
         check_namespace(namespace, NoSuchNamespaceError)
         if overlap := set(removals) & set(updates):
             raise UnprocessableEntityError(f"Keys both updated and removed: {sorted(overlap)}")
+        if updates.get("location"):
+            check_location(self.settings, updates["location"], "Namespace location")
         with self._lock:
             return self.catalog.update_namespace_properties(namespace, set(removals), dict(updates))
 
@@ -225,6 +233,8 @@ class CatalogStore:
             raise TableAlreadyExistsError(f"Table already exists: {'.'.join(identifier)}")
         location = (request.location or "").rstrip("/")
         location = location or self.default_table_location(namespace, request.name)
+        check_location(self.settings, location, "Table location")
+        check_properties(self.settings, request.properties)
         if is_local_location(location):
             (local_path(location) / "metadata").mkdir(parents=True, exist_ok=True)
         return identifier, location
@@ -284,15 +294,21 @@ class CatalogStore:
     def drop_table(self, identifier: Identifier, purge: bool = False) -> None:
         """Drop a table, deleting its files too when ``purge`` is true.
 
+        A purge deletes the files the current metadata reaches, then (for tables inside the
+        warehouse) the ``data/`` and ``metadata/`` folders of the table; see
+        :func:`catalog_api.purge.purge_table_folders`. Without purge every file stays.
+
         Raises:
             NoSuchTableError: If the table does not exist.
         """
         check_namespace(identifier[:-1], NoSuchTableError)
         with self._lock:
-            if purge:
-                self.catalog.purge_table(identifier)
-            else:
+            if not purge:
                 self.catalog.drop_table(identifier)
+                return
+            table = self.catalog.load_table(identifier)
+            self.catalog.purge_table(identifier)
+        purge_table_folders(self.settings, table)
 
     def rename_table(self, source: Identifier, destination: Identifier) -> None:
         """Rename a table, possibly into another namespace.
@@ -331,6 +347,7 @@ class CatalogStore:
         identifier = table_identifier(namespace, name, BadRequestError)
         if not self.catalog.namespace_exists(namespace):
             raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(namespace)}")
+        check_location(self.settings, metadata_location, "Metadata location")
         self._read_metadata(metadata_location)
         with self._lock:
             if overwrite and self.catalog.table_exists(identifier):
@@ -361,6 +378,7 @@ class CatalogStore:
     def _plan(self, change: TableChangeRequest) -> PlannedCommit:
         identifier = change.identifier
         check_namespace(identifier[:-1], NoSuchTableError)
+        check_updates(self.settings, change.updates)
         return plan_commit(
             self.catalog,
             identifier,

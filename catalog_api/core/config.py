@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
 from pydantic import BaseModel, Field, field_validator
 
+#: Where the REST API is mounted: clients use ``http://host:port/iceberg`` as base URI.
+API_PREFIX = "/iceberg"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_IDEMPOTENCY_KEY_LIFETIME = timedelta(minutes=30)
+DEFAULT_TOKEN_LIFETIME = timedelta(hours=1)
+#: The spec's default namespace separator, URL-encoded (the unit separator byte 0x1F).
+DEFAULT_NAMESPACE_SEPARATOR = "%1F"
 
 
 class CatalogSettings(BaseModel):
@@ -25,6 +32,23 @@ class CatalogSettings(BaseModel):
         table_config: Properties returned to clients in the ``config`` of every
             load-table response (e.g. an ``s3.endpoint`` clients must use).
         max_body_bytes: Largest accepted request body; larger requests get 413.
+        config_defaults: Extra ``defaults`` sent by ``GET /v1/config``.
+        config_overrides: Extra ``overrides`` sent by ``GET /v1/config`` (``warehouse`` and
+            ``namespace-separator`` are always sent).
+        namespace_separator: URL-encoded separator of namespace parts in paths and in the
+            ``parent`` query parameter, advertised as the ``namespace-separator`` override.
+            ``%1F`` (0x1F) is always accepted too, as the spec requires.
+        idempotency_key_lifetime: How long an ``Idempotency-Key`` is remembered; advertised
+            as ``idempotency-key-lifetime`` (ISO-8601 duration, e.g. ``PT30M``).
+        default_page_size: Page size of paginated lists when the client sends a
+            ``pageToken`` but no ``pageSize``.
+        max_page_size: Largest page a paginated list returns, whatever ``pageSize`` asks.
+        oauth_clients: Client id -> secret pairs accepted by the deprecated
+            ``POST /v1/oauth/tokens``; ``None`` (the default) accepts any id and secret.
+            Tokens are not checked by the other endpoints.
+        token_lifetime: ``expires_in`` of the tokens issued by ``POST /v1/oauth/tokens``.
+        allowed_locations: Roots besides ``warehouse`` where table locations and registered
+            metadata files may live; anything else is refused with 400.
     """
 
     warehouse: str
@@ -33,6 +57,17 @@ class CatalogSettings(BaseModel):
     io_properties: dict[str, str] = Field(default_factory=dict)
     table_config: dict[str, str] = Field(default_factory=dict)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0)
+    config_defaults: dict[str, str] = Field(default_factory=dict)
+    config_overrides: dict[str, str] = Field(default_factory=dict)
+    namespace_separator: str = DEFAULT_NAMESPACE_SEPARATOR
+    idempotency_key_lifetime: timedelta = Field(
+        default=DEFAULT_IDEMPOTENCY_KEY_LIFETIME, gt=timedelta(0)
+    )
+    default_page_size: int = Field(default=100, gt=0)
+    max_page_size: int = Field(default=1000, gt=0)
+    oauth_clients: dict[str, str] | None = None
+    token_lifetime: timedelta = Field(default=DEFAULT_TOKEN_LIFETIME, gt=timedelta(0))
+    allowed_locations: list[str] = Field(default_factory=list)
 
     @field_validator("warehouse")
     @classmethod
@@ -44,6 +79,20 @@ class CatalogSettings(BaseModel):
         if "://" not in value:
             value = Path(value).expanduser().resolve().as_uri()
         return value.rstrip("/")
+
+    @field_validator("namespace_separator")
+    @classmethod
+    def _check_separator(cls, value: str) -> str:
+        """Refuse an empty separator and ``.`` (namespace parts may not contain dots)."""
+        decoded = unquote(value)
+        if not decoded or "." in decoded or "/" in decoded:
+            raise ValueError("namespace_separator must be non-empty, without '.' or '/'")
+        return value
+
+    @property
+    def decoded_namespace_separator(self) -> str:
+        """The namespace separator as it appears in a decoded URL path or query."""
+        return unquote(self.namespace_separator)
 
     @property
     def warehouse_is_local(self) -> bool:

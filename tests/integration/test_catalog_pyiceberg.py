@@ -55,7 +55,10 @@ def test_config_shape(catalog_server: CatalogServerHandle) -> None:
     assert response.status_code == 200
     body = response.json()
     assert body["defaults"] == {}
-    assert body["overrides"] == {"warehouse": catalog_server.warehouse.as_uri()}
+    assert body["overrides"] == {
+        "warehouse": catalog_server.warehouse.as_uri(),
+        "namespace-separator": "%1F",
+    }
     endpoints = set(body["endpoints"])
     for expected in (
         "GET /v1/{prefix}/namespaces",
@@ -392,7 +395,10 @@ def test_register_metrics_and_purge(
     with pytest.raises(TableAlreadyExistsError):
         rest_catalog.register_table(f"{catalog_namespace}.again", metadata_location)
 
-    report = {"report-type": "scan-report", "table-name": "again", "snapshot-id": 1}
+    report = {
+        "report-type": "commit-report", "table-name": "again", "snapshot-id": 1,
+        "sequence-number": 1, "operation": "append", "metrics": {},
+    }
     url = _table_url(catalog_server, catalog_namespace, "again") + "/metrics"
     assert httpx.post(url, json=report).status_code == 204
 

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from lakehouse.spark.session import build_spark_session
@@ -188,3 +189,9 @@ def test_rest_catalog_through_relocated_httpclient(spark, catalog_server, rest_c
     summary = rest_catalog.load_table(table.split(".", 1)[1]).current_snapshot().summary
     assert summary["lakehouse.frontier"] == '{"s":7}'
     assert Path(catalog_server.warehouse).exists()
+    # Spark posts scan and commit reports; the catalog validates and stores them.
+    name = table.split(".")[-1]
+    reports = httpx.get(
+        f"{catalog_server.uri}/v1/namespaces/{namespace}/tables/{name}/metrics"
+    ).json()["reports"]
+    assert {"scan-report", "commit-report"} <= {r["report-type"] for r in reports}

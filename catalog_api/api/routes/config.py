@@ -2,37 +2,52 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
+from pydantic import TypeAdapter
 
+from catalog_api.core.config import API_PREFIX
 from catalog_api.deps import StoreDep
+from catalog_api.spec_endpoints import ADVERTISABLE, find_operation
+
+__all__ = ["API_PREFIX", "router", "supported_endpoints"]
 
 router = APIRouter(tags=["Configuration API"])
 
-API_PREFIX = "/iceberg"
+
+_DURATION = TypeAdapter(timedelta)
+
+
+def iso_duration(value: timedelta) -> str:
+    """Format a duration as ISO 8601, e.g. ``PT30M``."""
+    encoded: str = _DURATION.dump_python(value, mode="json")
+    return encoded
 
 
 def supported_endpoints(app: FastAPI) -> list[str]:
-    """List the application's catalog operations as ``"METHOD /v1/{prefix}/..."`` strings.
+    """List the spec operations the application serves, as ``"METHOD /v1/{prefix}/..."``.
 
-    Derived from the application's OpenAPI paths, so new routes are advertised automatically.
+    Derived from the application's OpenAPI paths, so new routes are advertised automatically;
+    routes that are not operations of the spec (extensions, ``/v1/config``,
+    ``/v1/oauth/tokens``) are never listed.
 
     Args:
         app: The catalog application.
 
     Returns:
-        The sorted endpoint strings, excluding ``/v1/config`` itself.
+        The sorted endpoint strings (spec 1.11.0, ``CatalogConfig.endpoints``).
     """
     cached: list[str] | None = getattr(app.state, "endpoints", None)
     if cached is not None:
         return cached
     endpoints: set[str] = set()
     for path, operations in app.openapi().get("paths", {}).items():
-        if not path.startswith(f"{API_PREFIX}/v1/") or path == f"{API_PREFIX}/v1/config":
-            continue
-        spec_path = path.removeprefix(API_PREFIX).replace("/v1/", "/v1/{prefix}/", 1)
-        endpoints.update(f"{method.upper()} {spec_path}" for method in operations)
+        for method in operations:
+            operation = find_operation(method, path.removeprefix(API_PREFIX))
+            if operation in ADVERTISABLE:
+                endpoints.add(operation.endpoint)
     app.state.endpoints = sorted(endpoints)
     return app.state.endpoints
 
@@ -43,12 +58,21 @@ def get_config(
     store: StoreDep,
     warehouse: Annotated[str | None, Query(description="Warehouse requested by the client")] = None,
 ) -> dict[str, Any]:
-    """Return defaults, overrides and the supported endpoints.
+    """Return defaults, overrides, the supported endpoints and the idempotency-key lifetime.
 
-    The ``warehouse`` the client names is accepted and ignored: the service has one warehouse.
+    ``overrides`` always holds ``warehouse`` and ``namespace-separator`` (URL-encoded).
+    ``idempotency-key-lifetime`` is an ISO-8601 duration such as ``PT30M``. The
+    ``warehouse`` the client names is accepted and ignored: the service has one warehouse.
+    Implements ``getConfig`` of spec 1.11.0.
     """
+    settings = store.settings
     return {
-        "defaults": {},
-        "overrides": {"warehouse": store.settings.warehouse},
+        "defaults": dict(settings.config_defaults),
+        "overrides": {
+            **settings.config_overrides,
+            "warehouse": settings.warehouse,
+            "namespace-separator": settings.namespace_separator,
+        },
         "endpoints": supported_endpoints(request.app),
+        "idempotency-key-lifetime": iso_duration(settings.idempotency_key_lifetime),
     }

@@ -12,14 +12,16 @@ from pyiceberg.catalog.rest import (
 from catalog_api.api.routes.responses import json_response
 from catalog_api.deps import NamespaceDep, ParentDep, StoreDep
 from catalog_api.models import CreateNamespaceBody, UpdateNamespacePropertiesBody
+from catalog_api.paging import PageDep, paged_json
 
 router = APIRouter(prefix="/v1/namespaces", tags=["Catalog API"])
 
 
 @router.get("", response_model=ListNamespaceResponse, summary="List namespaces")
-def list_namespaces(store: StoreDep, parent: ParentDep) -> Response:
-    """List namespaces one level below ``parent`` (the top level when absent)."""
-    return json_response(ListNamespaceResponse(namespaces=store.list_namespaces(parent)))
+def list_namespaces(store: StoreDep, parent: ParentDep, page: PageDep) -> Response:
+    """List namespaces one level below ``parent`` (the top level when absent), paginated."""
+    namespaces, next_token = page.apply(store.list_namespaces(parent), key=list)
+    return paged_json({"namespaces": [list(ns) for ns in namespaces]}, next_token)
 
 
 @router.post("", response_model=NamespaceResponse, summary="Create a namespace")

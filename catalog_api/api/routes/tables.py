@@ -1,16 +1,16 @@
-"""Table routes: list, create, load, exists, commit, drop, rename, register, metrics, commit-all."""
+"""Table routes: list, create, load, exists, commit, drop, rename, register, commit-all."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Query, Response, status
-from pyiceberg.catalog.rest import ListTableResponseEntry, ListTablesResponse, TableResponse
-from pyiceberg.exceptions import NoSuchTableError
+from fastapi import APIRouter, Header, Query, Response, status
+from pyiceberg.catalog.rest import ListTablesResponse, TableResponse
 from pyiceberg.table import CommitTableResponse
 
 from catalog_api.api.routes.responses import json_response
 from catalog_api.deps import NamespaceDep, StoreDep
+from catalog_api.etags import ETAG_HEADER, matches_if_none_match, not_modified, table_etag
 from catalog_api.models import (
     CommitTransactionBody,
     CreateTableBody,
@@ -18,6 +18,7 @@ from catalog_api.models import (
     RenameTableBody,
     UpdateTableBody,
 )
+from catalog_api.paging import PageDep, paged_json
 from catalog_api.store import TableChangeRequest
 
 router = APIRouter(prefix="/v1", tags=["Catalog API"])
@@ -26,24 +27,35 @@ TABLE_PATH = "/namespaces/{namespace}/tables/{table}"
 NO_CONTENT = status.HTTP_204_NO_CONTENT
 
 
+def _with_etag(
+    model: TableResponse | CommitTableResponse, snapshots: str = "all"
+) -> Response:
+    response = json_response(model)
+    if model.metadata_location:
+        response.headers[ETAG_HEADER] = table_etag(model.metadata_location, snapshots)
+    return response
+
+
 @router.get(
     "/namespaces/{namespace}/tables", response_model=ListTablesResponse, summary="List tables"
 )
-def list_tables(store: StoreDep, namespace: NamespaceDep) -> Response:
-    """List the tables of a namespace."""
-    entries = [
-        ListTableResponseEntry(namespace=ident[:-1], name=ident[-1])
-        for ident in store.list_tables(namespace)
-    ]
-    return json_response(ListTablesResponse(identifiers=entries))
+def list_tables(store: StoreDep, namespace: NamespaceDep, page: PageDep) -> Response:
+    """List the tables of a namespace, paginated."""
+    identifiers, next_token = page.apply(store.list_tables(namespace), key=lambda i: i[-1])
+    entries = [{"namespace": list(ident[:-1]), "name": ident[-1]} for ident in identifiers]
+    return paged_json({"identifiers": entries}, next_token)
 
 
 @router.post(
     "/namespaces/{namespace}/tables", response_model=TableResponse, summary="Create a table"
 )
 def create_table(store: StoreDep, namespace: NamespaceDep, body: CreateTableBody) -> Response:
-    """Create a table, or start a create transaction when ``stage-create`` is true."""
-    return json_response(store.create_table(namespace, body))
+    """Create a table, or start a create transaction when ``stage-create`` is true.
+
+    A created table's response carries an ``ETag``; a staged one has no metadata file yet,
+    hence no ETag.
+    """
+    return _with_etag(store.create_table(namespace, body))
 
 
 @router.post(
@@ -54,7 +66,7 @@ def create_table(store: StoreDep, namespace: NamespaceDep, body: CreateTableBody
 def register_table(store: StoreDep, namespace: NamespaceDep, body: RegisterTableBody) -> Response:
     """Register an existing metadata file under a table name."""
     response = store.register_table(namespace, body.name, body.metadata_location, body.overwrite)
-    return json_response(response)
+    return _with_etag(response)
 
 
 @router.get(TABLE_PATH, response_model=TableResponse, summary="Load a table")
@@ -63,9 +75,17 @@ def load_table(
     namespace: NamespaceDep,
     table: str,
     snapshots: Annotated[Literal["all", "refs"], Query()] = "all",
+    if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
 ) -> Response:
-    """Return the table's metadata location, metadata and client config."""
-    return json_response(store.load_table((*namespace, table), snapshots))
+    """Return the table's metadata location, metadata and client config, with an ``ETag``.
+
+    Answers 304 without a body when ``If-None-Match`` names the current ETag.
+    """
+    response = store.load_table((*namespace, table), snapshots)
+    etag = table_etag(response.metadata_location or "", snapshots)
+    if matches_if_none_match(if_none_match, etag):
+        return not_modified(etag)
+    return _with_etag(response, snapshots)
 
 
 @router.head(TABLE_PATH, status_code=NO_CONTENT, summary="Check if a table exists")
@@ -82,7 +102,7 @@ def commit_table(
     """Check the requirements and apply the updates atomically (409 when a requirement fails)."""
     identifier = (*namespace, table)
     change = TableChangeRequest(identifier, body.requirements, body.updates)
-    return json_response(store.commit_table(change))
+    return _with_etag(store.commit_table(change))
 
 
 @router.delete(TABLE_PATH, status_code=NO_CONTENT, summary="Drop a table")
@@ -94,16 +114,6 @@ def drop_table(
 ) -> Response:
     """Drop a table; with ``purgeRequested`` also delete its data and metadata files."""
     store.drop_table((*namespace, table), purge=purge_requested)
-    return Response(status_code=NO_CONTENT)
-
-
-@router.post(f"{TABLE_PATH}/metrics", status_code=NO_CONTENT, summary="Send a metrics report")
-def report_metrics(
-    store: StoreDep, namespace: NamespaceDep, table: str, body: Annotated[dict[str, Any], Body()]
-) -> Response:
-    """Accept a scan or commit metrics report (not stored yet)."""
-    if not store.table_exists((*namespace, table)):
-        raise NoSuchTableError(f"Table does not exist: {'.'.join((*namespace, table))}")
     return Response(status_code=NO_CONTENT)
 
 
