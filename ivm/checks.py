@@ -6,6 +6,15 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from ivm.shape import (
+    SET_OPERATIONS,
+    group_expressions,
+    join_kinds,
+    outer_join,
+    partition_expressions,
+    windows,
+)
+
 NON_DETERMINISTIC = frozenset(
     {"rand", "random", "randn", "uuid", "now", "current_timestamp", "current_date",
      "localtimestamp", "unix_timestamp", "shuffle", "monotonically_increasing_id",
@@ -19,10 +28,6 @@ def _non_deterministic(node: exp.Expr) -> bool:
     return isinstance(node, exp.Func) and node.sql_name().lower() in NON_DETERMINISTIC
 
 
-def _outer_join(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Join) and bool(node.args.get("side") or node.args.get("kind"))
-
-
 def _subquery(node: exp.Expr) -> bool:
     return isinstance(node, exp.Subquery | exp.Exists) or (
         isinstance(node, exp.In) and node.args.get("query") is not None
@@ -33,33 +38,63 @@ Check = tuple[Callable[[exp.Expr], bool], str]
 
 CHECKS: tuple[Check, ...] = (
     (_non_deterministic, "non-deterministic function: its value differs on every refresh"),
-    (lambda n: isinstance(n, exp.Window), "window function: not maintained incrementally yet"),
-    (_outer_join, "outer, semi or anti join: only inner joins are maintained incrementally yet"),
     (_subquery, "subquery: not maintained incrementally yet"),
     (lambda n: isinstance(n, exp.Lateral), "LATERAL VIEW: not maintained incrementally yet"),
 )
 
 
-def find_reason(query: exp.Expression) -> tuple[str, str] | None:
+def find_reason(query: exp.Expr) -> tuple[str, str] | None:
     """Return why ``query`` is not incremental, with the SQL fragment at fault.
 
     Args:
-        query: A qualified sqlglot expression.
+        query: A qualified sqlglot expression, CTEs already inlined.
 
     Returns:
         ``(reason, fragment)`` for the first unsupported construct, or None.
     """
-    if not isinstance(query, exp.Select):
-        return f"{query.key.upper()}: only a single SELECT block is incremental yet", query.sql()
     if query.args.get("with_") or query.args.get("with"):
-        return "WITH (CTE): not maintained incrementally yet", query.sql()[:80]
+        return "WITH (CTE) that cannot be inlined: not maintained incrementally yet", (
+            query.sql("spark")[:80])
     for clause in ("order", "limit", "offset"):
         if query.args.get(clause):
             return f"{clause.upper()}: a view has no order; top-K is not incremental yet", (
-                query.args[clause].sql("spark")
-            )
+                query.args[clause].sql("spark"))
+    if isinstance(query, SET_OPERATIONS):
+        return find_reason(query.left) or find_reason(query.right)
+    if not isinstance(query, exp.Select):
+        return f"{query.key.upper()}: not a SELECT block", query.sql("spark")
+    return _block_reason(query)
+
+
+def _block_reason(query: exp.Select) -> tuple[str, str] | None:
     for node in query.walk():
         for test, reason in CHECKS:
             if test(node):
                 return reason, node.sql("spark")
+    return _join_reason(query) or _window_reason(query)
+
+
+def _join_reason(query: exp.Select) -> tuple[str, str] | None:
+    kinds = join_kinds(query)
+    joins = query.args.get("joins") or []
+    for kind, join in zip(kinds, joins, strict=True):
+        if kind in {"SEMI", "ANTI"}:
+            return f"{kind} join: not maintained incrementally yet", join.sql("spark")
+    if any(k in {"LEFT", "RIGHT", "FULL"} for k in kinds) and outer_join(query) is None:
+        return ("outer join: only a two-table outer join with an equality in ON is "
+                "maintained incrementally", " ".join(j.sql("spark") for j in joins))
+    return None
+
+
+def _window_reason(query: exp.Select) -> tuple[str, str] | None:
+    found = windows(query)
+    if not found:
+        return None
+    fragment = found[0].sql("spark")
+    if group_expressions(query) is not None:
+        return "window function over GROUP BY or DISTINCT: not maintained incrementally yet", (
+            fragment)
+    if not partition_expressions(query):
+        return ("window function without a PARTITION BY shared by every window: each row "
+                "depends on the whole input"), fragment
     return None

@@ -11,12 +11,23 @@ from collections.abc import Mapping, Sequence
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 
 from ivm.checks import find_reason
 from ivm.errors import SqlParseError
 from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
+from ivm.shape import (
+    SET_OPERATIONS,
+    block_tables,
+    group_expressions,
+    is_union_all,
+    key_expressions,
+    outer_join,
+    set_branches,
+    windows,
+)
 
 Schemas = Mapping[str, Mapping[str, str]]
 """Source name -> column name -> Spark SQL type, e.g. ``{"flights": {"month": "int"}}``."""
@@ -45,7 +56,6 @@ def compile_view(
     columns = tuple(p.alias_or_name for p in query.selects)
     if len(set(columns)) != len(columns):
         raise SqlParseError("output column names must be unique", view=view, fragment=sql)
-    sources = tuple(t.name for t in block_tables(query))
     found = find_reason(query)
     reason = found[0] if found else None
     inferred = _inferred_key(query) if reason is None else None
@@ -55,10 +65,18 @@ def compile_view(
             f"key {list(chosen)} is not among the output columns {list(columns)}", view=view
         )
     root = _full_node(query, found) if found else _tree(query, chosen)
-    return ViewPlan(view, query.sql("spark"), sources, columns, chosen, root, reason, query)
+    return ViewPlan(view, query.sql("spark"), _sources(query), columns, chosen, root, reason,
+                    query)
 
 
-def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Select:
+def _sources(query: exp.Query) -> tuple[str, ...]:
+    """Every source the query reads, in order of first appearance."""
+    ctes = {cte.alias for cte in query.find_all(exp.CTE)}
+    names = [t.name for t in query.find_all(exp.Table) if t.name not in ctes]
+    return tuple(dict.fromkeys(names))
+
+
+def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Query:
     try:
         statements = sqlglot.parse(sql, dialect="spark")
     except ParseError as error:
@@ -78,44 +96,18 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Select:
         raise SqlParseError(str(error), view=view, fragment=sql) from error
     if not isinstance(qualified, exp.Query):
         raise SqlParseError("a view is a SELECT query", view=view, fragment=sql)
-    return qualified  # type: ignore[return-value]
+    return merge_subqueries(qualified)  # inlines CTEs
 
 
 def _is_cte(statement: exp.Expr, name: str) -> bool:
     return any(cte.alias == name for cte in statement.find_all(exp.CTE))
 
 
-def block_tables(query: exp.Select) -> list[exp.Table]:
-    """The tables of the top block, in FROM then JOIN order."""
-    from_ = query.args.get("from_")
-    items = [from_.this] if from_ else []
-    items += [join.this for join in query.args.get("joins") or []]
-    return [item for item in items if isinstance(item, exp.Table)]
-
-
-def group_expressions(query: exp.Select) -> list[exp.Expr] | None:
-    """The grouping expressions of the top block, or None when it does not group.
-
-    A SELECT DISTINCT groups by all its output expressions; an aggregate without
-    GROUP BY groups by the empty key (one group).
-    """
-    group = query.args.get("group")
-    if group is not None:
-        return [_resolve_position(query, g) for g in group.expressions]
-    if query.args.get("distinct") is not None:
-        return [p.unalias() for p in query.selects]
-    if any(p.find(exp.AggFunc) for p in query.selects):
-        return []
-    return None
-
-
-def _resolve_position(query: exp.Select, item: exp.Expr) -> exp.Expr:
-    if isinstance(item, exp.Literal) and item.is_int:
-        return query.selects[int(item.this) - 1].unalias()
-    return item
-
-
-def _inferred_key(query: exp.Select) -> tuple[str, ...] | None:
+def _inferred_key(query: exp.Query) -> tuple[str, ...] | None:
+    columns = tuple(p.alias_or_name for p in query.selects)
+    if isinstance(query, SET_OPERATIONS):
+        return None if is_union_all(query) or query.args.get("distinct") is False else columns
+    assert isinstance(query, exp.Select)
     groups = group_expressions(query)
     if groups is None:
         return None
@@ -135,38 +127,64 @@ def _scan_nodes(query: exp.Select) -> tuple[PlanNode, ...]:
     )
 
 
-def _full_node(query: exp.Select, found: tuple[str, str]) -> PlanNode:
+def _full_node(query: exp.Query, found: tuple[str, str]) -> PlanNode:
     reason, fragment = found
+    branches = set_branches(query) or []
     return PlanNode(
         "query", fragment, Law.FULL_RECOMPUTE, reason=reason,
-        state=tuple(f"{t.name}@new" for t in block_tables(query)), children=_scan_nodes(query),
+        state=tuple(f"{name}@new" for name in _sources(query)),
+        children=tuple(node for b in branches for node in _scan_nodes(b)),
     )
 
 
-def _tree(query: exp.Select, key: tuple[str, ...] | None) -> PlanNode:
-    tables = block_tables(query)
-    node_children = _scan_nodes(query)
-    node: PlanNode
-    if len(tables) > 1:
-        conditions = [j.args["on"].sql("spark") for j in query.args.get("joins") or [] if
-                      j.args.get("on") is not None]
-        state = tuple(f"{t.name}@{v}" for t in tables for v in ("old", "new"))
-        node = PlanNode("join", " AND ".join(conditions) or "cross join", Law.BILINEAR_JOIN,
-                        state=state, children=node_children)
-    else:
-        node = node_children[0]
+def _tree(query: exp.Query, key: tuple[str, ...] | None) -> PlanNode:
+    if isinstance(query, SET_OPERATIONS):
+        children = (_tree(query.left, None), _tree(query.right, None))
+        operator = query.key.lower() + (" all" if query.args.get("distinct") is False else "")
+        if is_union_all(query):
+            return PlanNode("union all", "UNION ALL", Law.LINEAR, children=children)
+        state = tuple(f"{n}@{v} for affected rows" for n in _sources(query) for v in ("old", "new"))
+        return PlanNode(operator, operator.upper(), Law.AFFECTED_KEY_RECOMPUTE, key=key,
+                        state=state, children=children)
+    assert isinstance(query, exp.Select)
+    node = _join_node(query)
     where = query.args.get("where")
     if where is not None:
         node = PlanNode("filter", where.this.sql("spark"), Law.LINEAR, children=(node,))
-    groups = group_expressions(query)
+    return _top_node(query, node, key)
+
+
+def _join_node(query: exp.Select) -> PlanNode:
+    tables = block_tables(query)
+    scans = _scan_nodes(query)
+    if len(tables) == 1:
+        return scans[0]
+    conditions = " AND ".join(j.args["on"].sql("spark") for j in query.args.get("joins") or []
+                              if j.args.get("on") is not None) or "cross join"
+    outer = outer_join(query)
+    if outer is not None:
+        keys = tuple(k.sql("spark") for k in outer.left_keys)
+        state = tuple(f"{t.name}@{v} for affected join keys" for t in tables
+                      for v in ("old", "new"))
+        return PlanNode(f"{outer.side.lower()} outer join", conditions,
+                        Law.AFFECTED_KEY_RECOMPUTE, key=keys, state=state, children=scans)
+    state = tuple(f"{t.name}@{v}" for t in tables for v in ("old", "new"))
+    return PlanNode("join", conditions, Law.BILINEAR_JOIN, state=state, children=scans)
+
+
+def _top_node(query: exp.Select, node: PlanNode, key: tuple[str, ...] | None) -> PlanNode:
     outputs = ", ".join(p.sql("spark") for p in query.selects)
-    if groups is None:
+    keys = key_expressions(query)
+    if keys is None:
         return PlanNode("project", outputs, Law.LINEAR, key=key, children=(node,))
-    having = query.args.get("having")
-    detail = f"GROUP BY {', '.join(g.sql('spark') for g in groups) or '()'}: {outputs}"
-    if having is not None:
-        detail += f" {having.sql('spark')}"
+    tables = block_tables(query)
     state = tuple(f"{t.name}@{v} for affected keys" for t in tables for v in ("old", "new"))
+    listed = ", ".join(k.sql("spark") for k in keys) or "()"
+    if windows(query):
+        return PlanNode("window", f"PARTITION BY {listed}: {outputs}",
+                        Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state, children=(node,))
+    having = query.args.get("having")
+    detail = f"GROUP BY {listed}: {outputs}" + (f" {having.sql('spark')}" if having else "")
     return PlanNode("aggregate", detail, Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state,
                     children=(node,))
 

@@ -3,22 +3,37 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import count
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from sqlglot import exp
 
-from ivm.compiler import block_tables
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.plan import ViewPlan
-from ivm.rewrite import affected_groups, affected_keys_term, delta_term, union_all
-from ivm.zset import WEIGHT, consolidate
-
-Relation = Callable[[str, str], str]
-"""``relation(role, source)``: the temporary view holding one source's role."""
+from ivm.rewrite import (
+    affected_groups,
+    affected_keys_term,
+    at_role,
+    delta_term,
+    join_keys_term,
+    key_projection,
+    restrict_to_join_keys,
+    union_all,
+    weighted,
+)
+from ivm.shape import (
+    SET_OPERATIONS,
+    OuterJoin,
+    block_tables,
+    is_union_all,
+    key_expressions,
+    outer_join,
+)
+from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
 
 _IDENTIFIER = re.compile(r"\W")
 
@@ -56,16 +71,10 @@ def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
     """
     if not plan.incremental:
         raise NotIncrementalError(plan.reason or "", view=plan.view, fragment=plan.root.detail)
-    with _relations(plan, inputs) as relation:
-        changed = [i for i, t in enumerate(block_tables(plan.query))
-                   if inputs[t.name].delta is not None]
-        spark = _session(inputs)
-        if not changed:
-            return _empty_delta(spark, plan, relation)
-        if plan.is_aggregate:
-            return consolidate(_aggregate_delta(spark, plan, changed, relation))
-        terms = [delta_term(plan.query, i, relation) for i in changed]
-        return consolidate(_run(spark, union_all(terms)))
+    with _scope(plan, inputs) as scope:
+        if not scope.changed:
+            return with_weight(scope.run(at_role(plan.query, "new", scope.relation)).limit(0))
+        return consolidate(_delta(scope, plan.query))
 
 
 def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
@@ -74,84 +83,128 @@ def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
     Returns:
         The view's rows (its output columns, duplicates kept).
     """
-    with _relations(plan, inputs) as relation:
-        query = plan.query.copy()
-        ctes = {cte.alias for cte in query.find_all(exp.CTE)}
-        for table in query.find_all(exp.Table):
-            if table.name in inputs and table.name not in ctes:
-                table.set("this", exp.to_identifier(relation("new", table.name)))
-                table.set("db", None)
-                table.set("catalog", None)
-        return _run(_session(inputs), query)
+    with _scope(plan, inputs) as scope:
+        return scope.run(at_role(plan.query, "new", scope.relation))
 
 
-def _aggregate_delta(
-    spark: SparkSession, plan: ViewPlan, changed: list[int], relation: Relation
-) -> DataFrame:
-    keys_name = relation("keys", "affected")
-    if plan.query.args.get("group") is None and plan.query.args.get("distinct") is None:
-        keys = None
-    else:
-        keys_query = union_all([affected_keys_term(plan.query, i, relation) for i in changed])
-        spark.sql(keys_query.sql("spark")).createOrReplaceTempView(keys_name)
-        keys = keys_name
-    sides = [affected_groups(plan.query, "new", keys, 1, relation),
-             affected_groups(plan.query, "old", keys, -1, relation)]
-    return _run(spark, union_all(sides))
+@dataclass
+class _Scope:
+    """The temporary views of one evaluation, dropped when it ends."""
 
+    spark: SparkSession
+    prefix: str
+    changed: frozenset[str]
+    registered: list[str] = field(default_factory=list)
+    counter: Iterator[int] = field(default_factory=count)
 
-def _empty_delta(spark: SparkSession, plan: ViewPlan, relation: Relation) -> DataFrame:
-    """An empty Z-set with the view's output columns (analysed, never executed)."""
-    schema = recompute_schema(spark, plan, relation)
-    return spark.createDataFrame([], StructType([*schema.fields, StructField(WEIGHT, LongType())]))
+    def relation(self, role: str, source: str) -> str:
+        """The temp view holding ``source`` at ``role`` (new, old or delta)."""
+        return f"{self.prefix}_{role}_{_IDENTIFIER.sub('_', source)}"
 
+    def register(self, frame: DataFrame, role: str, source: str = "") -> str:
+        """Make ``frame`` a temp view of this evaluation and return its name."""
+        name = self.relation(role, source or f"n{next(self.counter)}")
+        frame.createOrReplaceTempView(name)
+        self.registered.append(name)
+        return name
 
-def recompute_schema(spark: SparkSession, plan: ViewPlan, relation: Relation) -> StructType:
-    """The Spark schema of the view's output, from analysing its query."""
-    query = plan.query.copy()
-    for table in block_tables(query):
-        table.set("this", exp.to_identifier(relation("new", table.name)))
-        table.set("db", None)
-    return spark.sql(query.sql("spark")).schema
+    def run(self, query: exp.Query) -> DataFrame:
+        """Run ``query``; the result stays valid after the temp views are dropped.
 
-
-def _run(spark: SparkSession, query: exp.Query) -> DataFrame:
-    """Run ``query``; the result stays valid after the evaluator drops its temp views.
-
-    A frame from ``spark.sql`` keeps its unresolved plan, which names the temp views, and
-    ``DataFrameWriterV2`` re-analyses that plan. Selecting from the frame pins the
-    analysed plan instead.
-    """
-    return spark.sql(query.sql("spark")).select("*")
-
-
-def _session(inputs: Mapping[str, SourceInput]) -> SparkSession:
-    first = next(iter(inputs.values()))
-    return first.new.sparkSession
+        A frame from ``spark.sql`` keeps its unresolved plan, which names the temp
+        views, and ``DataFrameWriterV2`` re-analyses that plan. Selecting from the
+        frame pins the analysed plan instead.
+        """
+        return self.spark.sql(query.sql("spark")).select("*")
 
 
 @contextmanager
-def _relations(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[Relation]:
+def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope]:
     missing = [s for s in plan.sources if s not in inputs]
     if missing:
         raise IvmError(f"no input for sources {missing}", view=plan.view)
-    spark = _session(inputs)
-    prefix = "__ivm_" + _IDENTIFIER.sub('_', plan.view)
-    registered: list[str] = []
-
-    def relation(role: str, source: str) -> str:
-        return f"{prefix}_{role}_{_IDENTIFIER.sub('_', source)}"
-
+    spark = next(iter(inputs.values())).new.sparkSession
+    changed = frozenset(s for s in plan.sources if inputs[s].delta is not None)
+    scope = _Scope(spark, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed)
     for source in plan.sources:
         state = inputs[source]
-        frames = {"new": state.new, "old": state.old if state.old is not None else
-                  state.new.limit(0), "delta": state.delta}
-        for role, frame in frames.items():
-            if frame is not None:
-                frame.createOrReplaceTempView(relation(role, source))
-                registered.append(relation(role, source))
+        scope.register(state.new, "new", source)
+        scope.register(state.old if state.old is not None else state.new.limit(0), "old", source)
+        if state.delta is not None:
+            scope.register(state.delta, "delta", source)
     try:
-        yield relation
+        yield scope
     finally:
-        for name in registered + [relation("keys", "affected")]:
+        for name in scope.registered:
             spark.catalog.dropTempView(name)
+
+
+def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
+    """The delta of any incremental query shape, as a Z-set (not consolidated)."""
+    if isinstance(query, SET_OPERATIONS):
+        if not is_union_all(query):
+            return _affected_rows_delta(scope, query)
+        left, right = _delta(scope, query.left), _delta(scope, query.right)
+        return left.union(right.toDF(*left.columns))
+    assert isinstance(query, exp.Select)
+    positions = [i for i, t in enumerate(block_tables(query)) if t.name in scope.changed]
+    if not positions:
+        return with_weight(scope.run(at_role(query, "new", scope.relation)).limit(0))
+    outer = outer_join(query)
+    if outer is not None:
+        return _outer_join_delta(scope, query, outer)
+    keys = key_expressions(query)
+    if keys is None:
+        return scope.run(union_all([delta_term(query, i, scope.relation) for i in positions]))
+    keys_view = None
+    if keys:
+        terms = [affected_keys_term(query, keys, i, scope.relation) for i in positions]
+        keys_view = scope.register(scope.run(union_all(terms)), "keys")
+    return _recompute_keys(scope, query, keys, keys_view)
+
+
+def _recompute_keys(
+    scope: _Scope, query: exp.Select, keys: Sequence[exp.Expr], keys_view: str | None
+) -> DataFrame:
+    """Affected-key recompute: the block for the affected keys at new (+1) and old (-1)."""
+    sides = [affected_groups(query, keys, "new", keys_view, 1, scope.relation),
+             affected_groups(query, keys, "old", keys_view, -1, scope.relation)]
+    return scope.run(union_all(sides))
+
+
+def _outer_join_delta(scope: _Scope, query: exp.Select, outer: OuterJoin) -> DataFrame:
+    """Recompute the join for the join keys that occur in either input's change feed."""
+    changed = [t.alias_or_name for t in block_tables(query) if t.name in scope.changed]
+    terms = [join_keys_term(query, outer, alias, scope.relation) for alias in changed]
+    join_keys = scope.register(scope.run(union_all(terms)), "joinkeys")
+    new, old = (restrict_to_join_keys(query, outer, role, join_keys, scope.relation)
+                for role in ("new", "old"))
+    keys = key_expressions(query)
+    if keys is None:
+        return scope.run(union_all([weighted(new, 1), weighted(old, -1)]))
+    keys_view = None
+    if keys:
+        groups = union_all([key_projection(new, keys), key_projection(old, keys)])
+        keys_view = scope.register(scope.run(groups), "keys")
+    return _recompute_keys(scope, query, keys, keys_view)
+
+
+def _affected_rows_delta(scope: _Scope, query: exp.SetOperation) -> DataFrame:
+    """UNION, INTERSECT, EXCEPT: recompute the rows that occur in a branch's delta."""
+    left, right = _delta(scope, query.left), _delta(scope, query.right)
+    rows = left.union(right.toDF(*left.columns)).drop(WEIGHT).distinct()
+    affected = rows.toDF(*[f"__k{i}" for i in range(len(rows.columns))])
+    sides = []
+    for role, weight in (("new", 1), ("old", -1)):
+        result = scope.run(at_role(query, role, scope.relation))
+        result = result.join(affected, on=_same_row(result, affected), how="left_semi")
+        sides.append(with_weight(result, weight))
+    return sides[0].union(sides[1])
+
+
+def _same_row(frame: DataFrame, keys: DataFrame) -> Column:
+    """Null-safe equality of every column of ``frame`` with the same position in ``keys``."""
+    condition = F.lit(True)
+    for mine, theirs in zip(data_columns(frame), keys.columns, strict=True):
+        condition = condition & frame[mine].eqNullSafe(keys[theirs])
+    return condition

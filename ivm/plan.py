@@ -55,14 +55,10 @@ class ViewPlan:
     key: tuple[str, ...] | None
     root: PlanNode
     reason: str | None
-    query: exp.Select = field(repr=False, compare=False)
+    query: exp.Query = field(repr=False, compare=False)
 
     @property
     def incremental(self) -> bool:
         """Whether every node of the plan is maintained incrementally."""
         return self.reason is None
 
-    @property
-    def is_aggregate(self) -> bool:
-        """Whether the view's top block groups rows (GROUP BY, aggregates or DISTINCT)."""
-        return self.root.operator == "aggregate"

@@ -31,6 +31,26 @@ QUERIES = [
     "GROUP BY carrier HAVING COUNT(*) > 1",
     "SELECT COUNT(*) AS n, SUM(dep_delay) AS s FROM flights",
     "SELECT DISTINCT carrier, month FROM flights",
+    "SELECT carrier, CASE WHEN dep_delay > 10 THEN 'late' ELSE 'ok' END AS status, "
+    "CAST(month AS string) AS m FROM flights",
+    "SELECT f.carrier, a.name FROM flights f JOIN airlines a ON f.carrier < a.carrier",
+    "SELECT carrier, MIN(dep_delay) AS lo, MAX(dep_delay) AS hi, "
+    "COUNT(DISTINCT month) AS months FROM flights GROUP BY carrier",
+    "SELECT carrier, month FROM flights WHERE dep_delay > 10 "
+    "UNION ALL SELECT carrier, 0 AS month FROM airlines",
+    "SELECT carrier FROM flights UNION SELECT carrier FROM airlines",
+    "SELECT carrier FROM flights INTERSECT SELECT carrier FROM airlines",
+    "SELECT carrier FROM flights EXCEPT ALL SELECT carrier FROM airlines",
+    "SELECT f.carrier, f.dep_delay, a.name FROM flights f LEFT JOIN airlines a "
+    "ON f.carrier = a.carrier",
+    "SELECT a.carrier, a.name, f.month FROM flights f RIGHT JOIN airlines a "
+    "ON f.carrier = a.carrier AND f.month > 1",
+    "SELECT a.name, COUNT(f.month) AS n FROM flights f FULL JOIN airlines a "
+    "ON f.carrier = a.carrier GROUP BY a.name",
+    "SELECT carrier, month, dep_delay, SUM(dep_delay) OVER (PARTITION BY carrier) AS total, "
+    "ROW_NUMBER() OVER (PARTITION BY carrier ORDER BY month, dep_delay) AS r FROM flights",
+    "WITH d AS (SELECT carrier, dep_delay FROM flights WHERE dep_delay IS NOT NULL) "
+    "SELECT carrier, AVG(dep_delay) AS a FROM d GROUP BY carrier",
 ]
 
 carriers = st.sampled_from(["AA", "UA", "DL", None])

@@ -37,8 +37,14 @@ def test_projection_has_no_key_and_star_expands() -> None:
     [
         ("SELECT carrier, rand() AS r FROM flights", "non-deterministic"),
         ("SELECT carrier, row_number() OVER (ORDER BY month) AS r FROM flights", "window"),
-        ("SELECT f.carrier FROM flights f LEFT JOIN airlines a ON f.carrier = a.carrier",
-         "outer"),
+        ("SELECT f.carrier FROM flights f LEFT JOIN airlines a ON f.carrier < a.carrier",
+         "outer join"),
+        ("SELECT f.carrier FROM flights f LEFT SEMI JOIN airlines a ON f.carrier = a.carrier",
+         "SEMI join"),
+        ("SELECT carrier FROM flights WHERE carrier IN (SELECT carrier FROM airlines)",
+         "subquery"),
+        ("SELECT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights "
+         "GROUP BY month, dep_delay", "window function over GROUP BY"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3", "ORDER"),
     ],
 )
