@@ -34,16 +34,17 @@ from lakehouse.scheduler import Scheduler
 from lakehouse.spark.arrow import to_arrow
 
 VIEWS = [
-    {"name": "views.delays_by_carrier", "every": "2s", "sql": (
+    {"name": "views.delays_by_carrier", "every": "2s", "refresh": "incremental", "sql": (
         "SELECT f.carrier, a.name AS airline, f.year, f.month, COUNT(*) AS departures, "
         "AVG(f.dep_delay) AS avg_dep_delay, AVG(f.arr_delay) AS avg_arr_delay "
         "FROM flights f JOIN airlines a ON f.carrier = a.carrier "
         "WHERE f.dep_time IS NOT NULL GROUP BY f.carrier, a.name, f.year, f.month")},
-    {"name": "views.flights_by_origin_day", "every": "on_change", "sql": (
+    {"name": "views.flights_by_origin_day", "every": "on_change", "refresh": "incremental",
+     "sql": (
         "SELECT f.origin, p.name AS airport, f.year, f.month, f.day, COUNT(*) AS flights "
         "FROM flights f JOIN airports p ON f.origin = p.faa "
         "GROUP BY f.origin, p.name, f.year, f.month, f.day")},
-    {"name": "views.long_delays", "every": "3s", "sql": (
+    {"name": "views.long_delays", "every": "3s", "refresh": "incremental", "sql": (
         "SELECT f.year, f.month, f.day, f.carrier, f.flight, f.tailnum, f.origin, f.dest, "
         "f.dep_delay, f.arr_delay FROM flights f WHERE f.dep_delay > 60")},
 ]

@@ -104,11 +104,15 @@ def _refresh_group(
     old: dict[str, int] | None, new: dict[str, int], kinds: list[str], result: RefreshResult,
 ) -> None:
     inputs = _inputs(readers, plan, old or {}, new)
-    full_reason = _full_reason(view, plan, old)
     try:
+        full_reason = _full_reason(view, plan, old)
+        changed_rows = 0
+        if full_reason is None:
+            changed_rows = sum(i.delta.count() for i in inputs.values() if i.delta is not None)
+            full_reason = _large_change_reason(view, inputs, changed_rows)
         if full_reason is None:
             delta = view_delta(plan, inputs).persist()
-            result.rows_in += sum(i.delta.count() for i in inputs.values() if i.delta is not None)
+            result.rows_in += changed_rows
             result.rows_out += delta.count()
             _apply(sinks, kinds, delta, plan, new)
             delta.unpersist()
@@ -135,6 +139,20 @@ def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -
     if not plan.incremental:
         return plan.reason
     return None
+
+
+def _large_change_reason(
+    view: ViewConfig, inputs: Mapping[str, SourceInput], changed_rows: int
+) -> str | None:
+    """Under ``auto``: why a change this large is cheaper to recompute, or None."""
+    if view.refresh != "auto" or changed_rows == 0:
+        return None
+    input_rows = sum(i.new.count() for i in inputs.values())
+    if changed_rows <= view.full_refresh_ratio * input_rows:
+        return None
+    share = changed_rows / max(input_rows, 1)
+    return (f"the change ({changed_rows} rows) is {share:.0%} of the input ({input_rows} rows), "
+            f"above full_refresh_ratio {view.full_refresh_ratio:.0%}")
 
 
 def _inputs(

@@ -34,13 +34,14 @@ SQL = ("SELECT f.carrier, a.name, COUNT(*) AS n, SUM(f.dep_delay) AS total_delay
 
 
 def _config_data(server: CatalogServerHandle, namespace: str, airlines: Path,
-                 sinks: list[str]) -> dict[str, object]:
+                 sinks: list[str], refresh: str = "incremental") -> dict[str, object]:
     return {
         "warehouse": str(server.warehouse),
         "catalog": {"embedded": False, "uri": server.uri},
         "sources": {"flights": {"iceberg": f"{namespace}.flights"},
                     "airlines": {"delta": str(airlines)}},
-        "views": [{"name": f"{namespace}.by_carrier", "sql": SQL, "sinks": sinks}],
+        "views": [{"name": f"{namespace}.by_carrier", "sql": SQL, "sinks": sinks,
+                   "refresh": refresh}],
     }
 
 
@@ -61,8 +62,8 @@ def sources(spark: SparkSession, catalog_namespace: str, tmp_path: Path) -> tupl
 
 
 def _runtime(server: CatalogServerHandle, namespace: str, airlines: Path,
-             sinks: list[str]) -> Runtime:
-    return Runtime(parse_config(_config_data(server, namespace, airlines, sinks)))
+             sinks: list[str], refresh: str = "incremental") -> Runtime:
+    return Runtime(parse_config(_config_data(server, namespace, airlines, sinks, refresh)))
 
 
 def _expected(runtime: Runtime, config: Config) -> object:
@@ -116,6 +117,25 @@ def test_restarts_resume_and_a_sink_left_behind_catches_up(
     assert status.behind == () and status.lag_s == 0.0
     assert status.frontier == caught_up.frontier
     assert status.rows == sum(expected.values())
+
+
+def test_auto_policy_recomputes_a_large_change_in_full(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    namespace, airlines = sources
+    runtime = _runtime(catalog_server, namespace, airlines, ["iceberg"], refresh="auto")
+    view = runtime.config.views[0]
+    assert runtime.refresh(view).mode == "full"  # the initial load
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('AA', 7, 2.0)")
+    small = runtime.refresh(view)
+    assert small.mode == "incremental", small.reason
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights SELECT carrier, flight + 100, "
+              f"dep_delay FROM lakehouse.{namespace}.flights")
+    large = runtime.refresh(view)
+    assert large.mode == "full"
+    assert "full_refresh_ratio" in (large.reason or "")
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, runtime.config)
 
 
 def test_status_command_prints_each_view(
