@@ -46,12 +46,12 @@ def generate(folder: Path, scale_factor: float = SCALE_FACTOR) -> Path:
 
 
 def read_tables(spark: SparkSession, folder: Path) -> dict[str, DataFrame]:
-    """The generated tables as cached Spark DataFrames with the types of ``SCHEMAS``."""
+    """The generated tables as in-memory Spark DataFrames with the types of ``SCHEMAS``."""
     frames = {}
     for table in TABLES:
         raw = spark.read.parquet(str(folder / f"{table}.parquet"))
         columns = [F.col(c).cast(t).alias(c) for c, t in SCHEMAS[table].items()]
-        frames[table] = raw.select(*columns).cache()
+        frames[table] = _materialized(raw.select(*columns))
     return frames
 
 
@@ -128,7 +128,13 @@ def apply_batch(
         added = inserted[table].select(*columns)
         gone = current[table].where(F.col(key[table]).isin(deleted))
         kept = current[table].where(~F.col(key[table]).isin(deleted))
-        new[table] = kept.unionByName(added).cache()
-        delta[table] = added.withColumn(WEIGHT, F.lit(1).cast("bigint")).unionByName(
-            gone.withColumn(WEIGHT, F.lit(-1).cast("bigint"))).cache()
+        new[table] = _materialized(kept.unionByName(added))
+        delta[table] = _materialized(added.withColumn(WEIGHT, F.lit(1).cast("bigint"))
+                                     .unionByName(gone.withColumn(WEIGHT, F.lit(-1)
+                                                                  .cast("bigint"))))
     return new, delta
+
+
+def _materialized(frame: DataFrame) -> DataFrame:
+    """``frame`` computed once and kept in memory, its lineage cut (later plans stay small)."""
+    return frame.coalesce(1).localCheckpoint(eager=True)
