@@ -210,3 +210,22 @@ def test_incremental_equals_full_recompute(
         assert state == full, (
             f"{query.name}, batch {version}: incremental - full = {dict(state - full)}, "
             f"full - incremental = {dict(full - state)}")
+
+
+@pytest.mark.spark
+def test_batches_are_rf1_rf2(tpch_folder: Path, tpch_versions: list[tuple[Tables, Tables]],
+                             ) -> None:
+    assert plan_batches(tpch_folder) == plan_batches(tpch_folder), "seeded, deterministic"
+    for version in range(1, len(tpch_versions)):
+        (old, _), (new, delta) = tpch_versions[version - 1], tpch_versions[version]
+        orders = Counter((r["o_orderkey"], r["_weight"]) for r in delta["orders"].collect())
+        inserted = {k for (k, w) in orders if w == 1}
+        deleted = {k for (k, w) in orders if w == -1}
+        assert len(inserted) == len(deleted) == 15 and set(orders.values()) == {1}
+        old_keys = {r[0] for r in old["orders"].select("o_orderkey").collect()}
+        assert deleted <= old_keys and not inserted & old_keys
+        lines = delta["lineitem"].collect()
+        assert {(r["l_orderkey"], r["_weight"]) for r in lines} == set(orders)
+        assert new["orders"].count() == old["orders"].count()
+        assert new["lineitem"].count() == old["lineitem"].count() + sum(
+            r["_weight"] for r in lines)
