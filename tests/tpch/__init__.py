@@ -1,0 +1,1 @@
+"""TPC-H harness: schemas, the 22 queries, data generation and refresh batches."""
