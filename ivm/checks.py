@@ -8,7 +8,9 @@ from sqlglot import exp
 
 from ivm.shape import (
     SET_OPERATIONS,
+    derived_tables,
     group_expressions,
+    is_derived_table,
     join_kinds,
     outer_join,
     partition_expressions,
@@ -29,6 +31,8 @@ def _non_deterministic(node: exp.Expr) -> bool:
 
 
 def _subquery(node: exp.Expr) -> bool:
+    if is_derived_table(node):
+        return False
     return isinstance(node, exp.Subquery | exp.Exists) or (
         isinstance(node, exp.In) and node.args.get("query") is not None
     )
@@ -67,10 +71,14 @@ def find_reason(query: exp.Expr) -> tuple[str, str] | None:
 
 
 def _block_reason(query: exp.Select) -> tuple[str, str] | None:
-    for node in query.walk():
+    for node in query.walk(prune=lambda n: n is not query and is_derived_table(n)):
         for test, reason in CHECKS:
             if test(node):
                 return reason, node.sql("spark")
+    for derived in derived_tables(query):
+        found = find_reason(derived.this)
+        if found:
+            return found
     return _join_reason(query) or _window_reason(query)
 
 

@@ -20,6 +20,7 @@ from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
 from ivm.shape import (
     SET_OPERATIONS,
+    block_items,
     block_tables,
     group_expressions,
     is_union_all,
@@ -96,7 +97,29 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Query:
         raise SqlParseError(str(error), view=view, fragment=sql) from error
     if not isinstance(qualified, exp.Query):
         raise SqlParseError("a view is a SELECT query", view=view, fragment=sql)
-    return merge_subqueries(qualified)  # inlines CTEs
+    return merge_subqueries(_inline_ctes(qualified))
+
+
+def _inline_ctes(query: exp.Query) -> exp.Query:
+    """Replace every reference to a (non-recursive) CTE by its body as a derived table."""
+    with_ = query.args.get("with_")
+    if with_ is None or with_.args.get("recursive"):
+        return query
+    bodies: dict[str, exp.Query] = {}
+    for cte in with_.expressions:
+        body = cte.this.copy()
+        _replace_references(body, bodies)
+        bodies[cte.alias] = body
+    query.set("with_", None)
+    _replace_references(query, bodies)
+    return query
+
+
+def _replace_references(query: exp.Expr, bodies: dict[str, exp.Query]) -> None:
+    for table in list(query.find_all(exp.Table)):
+        if table.name in bodies and not table.db:
+            alias = exp.TableAlias(this=exp.to_identifier(table.alias_or_name))
+            table.replace(exp.Subquery(this=bodies[table.name].copy(), alias=alias))
 
 
 def _is_cte(statement: exp.Expr, name: str) -> bool:
@@ -121,10 +144,16 @@ def _inferred_key(query: exp.Query) -> tuple[str, ...] | None:
 
 
 def _scan_nodes(query: exp.Select) -> tuple[PlanNode, ...]:
-    return tuple(
-        PlanNode("scan", t.sql("spark"), Law.CHANGE_FEED, state=(f"{t.name} change feed",))
-        for t in block_tables(query)
-    )
+    """One node per FROM/JOIN item: a source's change feed, or a derived table's plan."""
+    nodes = []
+    for item in block_items(query):
+        if isinstance(item, exp.Subquery):
+            nodes.append(PlanNode("derived table", item.alias_or_name, Law.LINEAR,
+                                  children=(_tree(item.this, None),)))
+        else:
+            nodes.append(PlanNode("scan", item.sql("spark"), Law.CHANGE_FEED,
+                                  state=(f"{item.name} change feed",)))
+    return tuple(nodes)
 
 
 def _full_node(query: exp.Query, found: tuple[str, str]) -> PlanNode:
@@ -157,7 +186,7 @@ def _tree(query: exp.Query, key: tuple[str, ...] | None) -> PlanNode:
 def _join_node(query: exp.Select) -> PlanNode:
     tables = block_tables(query)
     scans = _scan_nodes(query)
-    if len(tables) == 1:
+    if len(scans) == 1:
         return scans[0]
     conditions = " AND ".join(j.args["on"].sql("spark") for j in query.args.get("joins") or []
                               if j.args.get("on") is not None) or "cross join"

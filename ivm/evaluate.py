@@ -29,6 +29,7 @@ from ivm.shape import (
     SET_OPERATIONS,
     OuterJoin,
     block_tables,
+    derived_tables,
     is_union_all,
     key_expressions,
     outer_join,
@@ -93,7 +94,7 @@ class _Scope:
 
     spark: SparkSession
     prefix: str
-    changed: frozenset[str]
+    changed: set[str]
     registered: list[str] = field(default_factory=list)
     counter: Iterator[int] = field(default_factory=count)
 
@@ -124,7 +125,7 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope
     if missing:
         raise IvmError(f"no input for sources {missing}", view=plan.view)
     spark = next(iter(inputs.values())).new.sparkSession
-    changed = frozenset(s for s in plan.sources if inputs[s].delta is not None)
+    changed = {s for s in plan.sources if inputs[s].delta is not None}
     scope = _Scope(spark, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed)
     for source in plan.sources:
         state = inputs[source]
@@ -147,6 +148,7 @@ def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
         left, right = _delta(scope, query.left), _delta(scope, query.right)
         return left.union(right.toDF(*left.columns))
     assert isinstance(query, exp.Select)
+    query = _lift_derived_tables(scope, query)
     positions = [i for i, t in enumerate(block_tables(query)) if t.name in scope.changed]
     if not positions:
         return with_weight(scope.run(at_role(query, "new", scope.relation)).limit(0))
@@ -161,6 +163,29 @@ def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
         terms = [affected_keys_term(query, keys, i, scope.relation) for i in positions]
         keys_view = scope.register(scope.run(union_all(terms)), "keys")
     return _recompute_keys(scope, query, keys, keys_view)
+
+
+def _lift_derived_tables(scope: _Scope, query: exp.Select) -> exp.Select:
+    """Turn each derived table of the block into a virtual source.
+
+    The subquery's rows at new and old become the source's snapshots and its own delta
+    (computed recursively) its change feed, so the block is maintained like any other.
+    """
+    derived = derived_tables(query)
+    if not derived:
+        return query
+    lifted = query.copy()
+    for subquery in derived_tables(lifted):
+        body = subquery.this
+        name = f"__derived{next(scope.counter)}"
+        for role in ("new", "old"):
+            scope.register(scope.run(at_role(body, role, scope.relation)), role, name)
+        if {t.name for t in body.find_all(exp.Table)} & scope.changed:
+            scope.register(consolidate(_delta(scope, body)), "delta", name)
+            scope.changed.add(name)
+        alias = exp.TableAlias(this=exp.to_identifier(subquery.alias_or_name))
+        subquery.replace(exp.Table(this=exp.to_identifier(name), alias=alias))
+    return lifted
 
 
 def _recompute_keys(

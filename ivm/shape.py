@@ -16,10 +16,24 @@ SET_OPERATIONS = exp.SetOperation
 
 def block_tables(query: exp.Select) -> list[exp.Table]:
     """The tables of the top block, in FROM then JOIN order."""
+    return [item for item in block_items(query) if isinstance(item, exp.Table)]
+
+
+def block_items(query: exp.Select) -> list[exp.Expr]:
+    """The FROM and JOIN items of the top block (tables and derived tables), in order."""
     from_ = query.args.get("from_")
     items = [from_.this] if from_ else []
-    items += [join.this for join in query.args.get("joins") or []]
-    return [item for item in items if isinstance(item, exp.Table)]
+    return items + [join.this for join in query.args.get("joins") or []]
+
+
+def derived_tables(query: exp.Select) -> list[exp.Subquery]:
+    """The subqueries of the top block's FROM and JOIN items (derived tables)."""
+    return [item for item in block_items(query) if isinstance(item, exp.Subquery)]
+
+
+def is_derived_table(node: exp.Expr) -> bool:
+    """Whether ``node`` is a subquery used as a FROM or JOIN item."""
+    return isinstance(node, exp.Subquery) and isinstance(node.parent, exp.From | exp.Join)
 
 
 def set_branches(query: exp.Query) -> list[exp.Select]:

@@ -51,6 +51,10 @@ QUERIES = [
     "ROW_NUMBER() OVER (PARTITION BY carrier ORDER BY month, dep_delay) AS r FROM flights",
     "WITH d AS (SELECT carrier, dep_delay FROM flights WHERE dep_delay IS NOT NULL) "
     "SELECT carrier, AVG(dep_delay) AS a FROM d GROUP BY carrier",
+    "WITH c AS (SELECT carrier, COUNT(*) AS n FROM flights GROUP BY carrier) "
+    "SELECT n, COUNT(*) AS carriers FROM c GROUP BY n",
+    "SELECT a.name, x.total FROM (SELECT carrier, SUM(dep_delay) AS total FROM flights "
+    "GROUP BY carrier) x JOIN airlines a ON x.carrier = a.carrier",
 ]
 
 carriers = st.sampled_from(["AA", "UA", "DL", None])

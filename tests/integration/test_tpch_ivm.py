@@ -9,9 +9,6 @@ batches (15 orders inserted and 15 deleted each, with their line items).
   same files (our texts are faithful). Through ``ivm``: the initial recompute matches DuckDB
   too; for an incremental plan, the initial load plus each batch's view delta equals a full
   recompute at the new version (multisets, floats rounded).
-
-Tests marked ``xfail(strict=True)`` fail because of a named ``ivm`` bug; they turn into
-failures (XPASS) once the bug is fixed, so the marker gets removed then.
 """
 
 from __future__ import annotations
@@ -81,27 +78,7 @@ PRESENT = {
 
 Q1, Q5, Q6, Q12, Q14 and Q19 have none: filters, projections, inner joins, GROUP BY."""
 
-COMMA_JOIN_BUG = (
-    "ivm bug: a comma join (FROM a, b WHERE ...) is reported as 'outer, semi or anti join'; "
-    "sqlglot parses it as Join(kind='CROSS') and ivm/checks.py _outer_join flags any kind"
-)
-REASON_XFAIL = {5, 11, 12, 14, 17, 19}
-"""Queries whose reason names an outer/semi/anti join they do not have (COMMA_JOIN_BUG)."""
-
-SOURCES_BUG = (
-    "ivm bug: plan.sources lists only the top block's FROM tables: tables read in subqueries "
-    "and derived tables are missing and WITH names are included. lakehouse/refresh.py builds "
-    "its inputs from plan.sources, and recompute registers temp views for plan.sources only "
-    "(TABLE_OR_VIEW_NOT_FOUND; IvmError 'no input for sources' for a WITH name)"
-)
-SOURCES_XFAIL = {4, 7, 8, 9, 13, 15, 16, 20, 22}
-"""Queries that read a table outside the top block's FROM, or have a WITH (SOURCES_BUG)."""
-
-
-def _cases(xfail: set[int], reason: str) -> list[object]:
-    return [pytest.param(n, id=f"q{n:02d}",
-                         marks=[pytest.mark.xfail(strict=True, reason=reason)] if n in xfail
-                         else []) for n in NUMBERS]
+CASES = [pytest.param(n, id=f"q{n:02d}") for n in NUMBERS]
 
 
 def _laws(node: PlanNode) -> set[Law]:
@@ -111,7 +88,7 @@ def _laws(node: PlanNode) -> set[Law]:
 # --- compile only --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("number", _cases(REASON_XFAIL, COMMA_JOIN_BUG))
+@pytest.mark.parametrize("number", CASES)
 def test_plan_is_incremental_or_names_the_construct(number: int) -> None:
     query = load(number)
     plan = compile_view(query.name, query.sql, SCHEMAS)
@@ -130,7 +107,7 @@ def test_queries_read_the_spec_tables() -> None:
     assert {n: referenced_sources(load(n).sql) for n in NUMBERS} == READS
 
 
-@pytest.mark.parametrize("number", _cases(SOURCES_XFAIL, SOURCES_BUG))
+@pytest.mark.parametrize("number", CASES)
 def test_plan_sources_are_the_tables_read(number: int) -> None:
     query = load(number)
     assert set(compile_view(query.name, query.sql, SCHEMAS).sources) == READS[number]
@@ -187,7 +164,7 @@ def _inputs(plan: ViewPlan, old: Tables | None, new: Tables, delta: Tables,
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("number", _cases(SOURCES_XFAIL, SOURCES_BUG))
+@pytest.mark.parametrize("number", CASES)
 def test_incremental_equals_full_recompute(
     number: int, tpch_versions: list[tuple[Tables, Tables]], tpch_answers: Answers,
 ) -> None:
