@@ -13,6 +13,7 @@ from catalog_api.core.config import CatalogSettings
 from catalog_api.errors import install_error_handlers
 from catalog_api.middleware import BodySizeLimitMiddleware
 from catalog_api.store import CatalogStore
+from catalog_api.view_store import ViewStore
 
 DESCRIPTION = (
     "Apache Iceberg REST Catalog (spec 1.11) backed by a SQL database. "
@@ -54,6 +55,7 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.store = store
+    app.state.views = ViewStore(store)
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
