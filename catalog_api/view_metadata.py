@@ -56,15 +56,23 @@ def new_view_metadata(
     """
     _check_dialects(version)
     first = version.model_copy(update={"version_id": 1, "schema_id": 0})
-    return ViewMetadata(
-        view_uuid=str(uuid.uuid4()),
-        format_version=VIEW_FORMAT_VERSION,
-        location=location.rstrip("/"),
-        schemas=[schema.model_copy(update={"schema_id": 0})],
-        current_version_id=1,
-        versions=[first],
-        version_log=[ViewHistoryEntry(timestamp_ms=first.timestamp_ms, version_id=1)],
-        properties=dict(properties),
+    return ViewMetadata.model_validate(
+        {
+            "view-uuid": str(uuid.uuid4()),
+            "format-version": VIEW_FORMAT_VERSION,
+            "location": location.rstrip("/"),
+            "schemas": [schema.model_copy(update={"schema_id": 0})],
+            "current-version-id": 1,
+            "versions": [first],
+            "version-log": [_history_entry(first)],
+            "properties": dict(properties),
+        }
+    )
+
+
+def _history_entry(version: ViewVersion) -> ViewHistoryEntry:
+    return ViewHistoryEntry.model_validate(
+        {"timestamp-ms": version.timestamp_ms, "version-id": version.version_id}
     )
 
 
@@ -136,9 +144,9 @@ def _set_current_version(builder: _Builder, version_id: int) -> None:
         raise BadRequestError(f"Cannot set current version to unknown version {version_id}")
     if version_id == builder.metadata.current_version_id:
         return
-    entry = ViewHistoryEntry(timestamp_ms=version.timestamp_ms, version_id=version_id)
     builder.replace(
-        current_version_id=version_id, version_log=[*builder.metadata.version_log, entry]
+        current_version_id=version_id,
+        version_log=[*builder.metadata.version_log, _history_entry(version)],
     )
 
 

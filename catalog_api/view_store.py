@@ -67,7 +67,9 @@ class ViewStore:
         return location
 
     def _response(self, metadata: ViewMetadata, location: str) -> ViewResponse:
-        return ViewResponse(metadata_location=location, metadata=metadata, config={})
+        return ViewResponse.model_validate(
+            {"metadata-location": location, "metadata": metadata, "config": {}}
+        )
 
     def _raise_taken(self, identifier: Identifier) -> None:
         kind = kind_of(self.catalog, identifier)

@@ -47,7 +47,8 @@ def list_views(
     """List the views of a namespace; paginated when ``pageToken`` is sent."""
     page, next_token = paginate(views.list_views(namespace), page_token, page_size)
     entries = [ListViewResponseEntry(namespace=ident[:-1], name=ident[-1]) for ident in page]
-    return json_response(ListViewsResponse(identifiers=entries, next_page_token=next_token))
+    body = {"identifiers": entries, "next-page-token": next_token}
+    return json_response(ListViewsResponse.model_validate(body))
 
 
 @router.post(VIEWS_PATH, response_model=ViewResponse, summary="Create a view")
