@@ -11,6 +11,7 @@ from catalog_api.api.main import api_router
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.core.config import CatalogSettings
 from catalog_api.errors import install_error_handlers
+from catalog_api.generic_tables import GenericTableStore
 from catalog_api.middleware import BodySizeLimitMiddleware
 from catalog_api.store import CatalogStore
 from catalog_api.view_store import ViewStore
@@ -56,6 +57,7 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     )
     app.state.store = store
     app.state.views = ViewStore(store)
+    app.state.generic_tables = GenericTableStore(store)
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from catalog_api.api.routes import config, namespaces, tables, views
+from catalog_api.api.routes import config, generic_tables, namespaces, tables, views
 
 api_router = APIRouter()
 api_router.include_router(config.router)
 api_router.include_router(namespaces.router)
 api_router.include_router(tables.router)
 api_router.include_router(views.router)
+api_router.include_router(generic_tables.router)

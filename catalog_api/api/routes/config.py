@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 
+from catalog_api.api.routes.generic_tables import ADVERTISED_ENDPOINTS as GENERIC_TABLE_ENDPOINTS
 from catalog_api.deps import StoreDep
 
 router = APIRouter(tags=["Configuration API"])
@@ -33,6 +34,7 @@ def supported_endpoints(app: FastAPI) -> list[str]:
             continue
         spec_path = path.removeprefix(API_PREFIX).replace("/v1/", "/v1/{prefix}/", 1)
         endpoints.update(f"{method.upper()} {spec_path}" for method in operations)
+    endpoints.update(GENERIC_TABLE_ENDPOINTS)
     app.state.endpoints = sorted(endpoints)
     return app.state.endpoints
 
