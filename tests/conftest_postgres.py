@@ -105,12 +105,39 @@ def _run(command: list[str], os_user: str | None) -> None:
 
 def _start(bin_dir: Path, root: Path, os_user: str | None) -> PostgresServer:
     data = root / "data"
-    _run([str(bin_dir / "initdb"), "-D", str(data), "-U", PG_USER, "--auth=trust",
-          "-E", "UTF8", "--locale=C", "--no-sync"], os_user)
+    _run(
+        [
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            PG_USER,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ],
+        os_user,
+    )
     port = _free_port()
     options = f"-h 127.0.0.1 -p {port} -k {root} -F -c max_connections=200"
-    _run([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"),
-          "-w", "-t", str(STARTUP_TIMEOUT_S), "start"], os_user)
+    _run(
+        [
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(root / "log"),
+            "-w",
+            "-t",
+            str(STARTUP_TIMEOUT_S),
+            "start",
+        ],
+        os_user,
+    )
     return PostgresServer("127.0.0.1", port, root)
 
 
@@ -132,8 +159,18 @@ def postgres_server() -> Iterator[PostgresServer]:
         try:
             yield server
         finally:
-            _run([str(bin_dir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate",
-                  "-w", "stop"], os_user)
+            _run(
+                [
+                    str(bin_dir / "pg_ctl"),
+                    "-D",
+                    str(root / "data"),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ],
+                os_user,
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
