@@ -10,11 +10,13 @@ from threading import Barrier
 import httpx
 import pyarrow as pa
 import pytest
+import sqlalchemy
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NamespaceNotEmptyError, NoSuchTableError
 from pyiceberg.table import CommitTableRequest, TableIdentifier
 from pyiceberg.table.update import AssertRefSnapshotId
 from pyiceberg.types import DoubleType
+from sqlalchemy import text
 
 from catalog_api import serve_in_thread
 from tests.conftest_catalog import CatalogServerHandle
@@ -39,9 +41,19 @@ def namespace(catalog: RestCatalog) -> str:
     return name
 
 
-def test_store_really_uses_the_backend(backend_catalog_server: CatalogServerHandle) -> None:
-    url = backend_catalog_server.database_url
-    assert url.startswith("sqlite:///") or url.startswith("postgresql+psycopg://")
+def test_store_writes_to_the_backend_database(
+    backend_catalog_server: CatalogServerHandle, namespace: str, request: pytest.FixtureRequest
+) -> None:
+    engine = sqlalchemy.create_engine(backend_catalog_server.database_url)
+    try:
+        with engine.connect() as conn:
+            stmt = text("SELECT namespace FROM iceberg_namespace_properties WHERE namespace = :n")
+            rows = conn.execute(stmt, {"n": namespace}).all()
+    finally:
+        engine.dispose()
+    assert rows and rows[0][0] == namespace
+    backend = request.node.callspec.params["backend_catalog_server"]
+    assert engine.dialect.name == {"sqlite": "sqlite", "postgres": "postgresql"}[backend]
 
 
 def test_namespaces(catalog: RestCatalog, namespace: str) -> None:
