@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,6 +14,15 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NamespaceNotEmptyError, TableAlreadyExistsError
 
 from tests.conftest_catalog import CatalogServerHandle
+
+#: One client for the module: building an ``httpx.Client`` costs ~60 ms (TLS context).
+HTTP = httpx.Client(timeout=60)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_http() -> Iterator[None]:
+    yield
+    HTTP.close()
 
 
 def _assert_error(response: httpx.Response, code: int, error_type: str) -> None:
@@ -28,7 +38,7 @@ def _tables_url(server: CatalogServerHandle, namespace: str) -> str:
 
 def _new_namespace(server: CatalogServerHandle) -> str:
     name = f"ns_{uuid.uuid4().hex[:10]}"
-    assert httpx.post(f"{server.uri}/v1/namespaces", json={"namespace": [name]}).status_code == 200
+    assert HTTP.post(f"{server.uri}/v1/namespaces", json={"namespace": [name]}).status_code == 200
     return name
 
 
@@ -36,7 +46,7 @@ def _create(
     server: CatalogServerHandle, namespace: str, name: str, **fields: Any
 ) -> httpx.Response:
     body = {"name": name, "format": "delta", **fields}
-    return httpx.post(_tables_url(server, namespace), json=body)
+    return HTTP.post(_tables_url(server, namespace), json=body)
 
 
 def test_generic_table_lifecycle(backend_catalog_server: CatalogServerHandle) -> None:
@@ -60,14 +70,14 @@ def test_generic_table_lifecycle(backend_catalog_server: CatalogServerHandle) ->
     assert created.json()["table"] == expected
 
     url = f"{_tables_url(server, namespace)}/by_carrier_delta"
-    assert httpx.get(url).json()["table"] == expected
-    listed = httpx.get(_tables_url(server, namespace)).json()
+    assert HTTP.get(url).json()["table"] == expected
+    listed = HTTP.get(_tables_url(server, namespace)).json()
     assert listed["identifiers"] == [{"namespace": [namespace], "name": "by_carrier_delta"}]
 
-    assert httpx.delete(url).status_code == 204
-    _assert_error(httpx.get(url), 404, "NoSuchTableException")
-    _assert_error(httpx.delete(url), 404, "NoSuchTableException")
-    assert httpx.get(_tables_url(server, namespace)).json()["identifiers"] == []
+    assert HTTP.delete(url).status_code == 204
+    _assert_error(HTTP.get(url), 404, "NoSuchTableException")
+    _assert_error(HTTP.delete(url), 404, "NoSuchTableException")
+    assert HTTP.get(_tables_url(server, namespace)).json()["identifiers"] == []
 
 
 def test_registered_delta_table_is_readable_from_its_location(
@@ -79,7 +89,7 @@ def test_registered_delta_table_is_readable_from_its_location(
     write_deltalake(str(folder), rows)
     created = _create(catalog_server, namespace, "v_delta", **{"base-location": folder.as_uri()})
     assert created.status_code == 200, created.text
-    loaded = httpx.get(f"{_tables_url(catalog_server, namespace)}/v_delta").json()["table"]
+    loaded = HTTP.get(f"{_tables_url(catalog_server, namespace)}/v_delta").json()["table"]
     assert loaded["format"] == "delta" and "doc" not in loaded and loaded["properties"] == {}
     table = DeltaTable(loaded["base-location"])
     assert table.to_pyarrow_table().sort_by("carrier").to_pydict() == rows.to_pydict()
@@ -90,7 +100,7 @@ def test_minimal_table_and_config(catalog_server: CatalogServerHandle) -> None:
     response = _create(catalog_server, namespace, "bare")
     assert response.status_code == 200
     assert response.json()["table"] == {"name": "bare", "format": "delta", "properties": {}}
-    endpoints = httpx.get(f"{catalog_server.uri}/v1/config").json()["endpoints"]
+    endpoints = HTTP.get(f"{catalog_server.uri}/v1/config").json()["endpoints"]
     for expected in (
         "GET polaris/v1/{prefix}/namespaces/{namespace}/generic-tables",
         "POST polaris/v1/{prefix}/namespaces/{namespace}/generic-tables",
@@ -112,13 +122,13 @@ def test_minimal_table_and_config(catalog_server: CatalogServerHandle) -> None:
 )
 def test_invalid_create_is_400(catalog_server: CatalogServerHandle, body: dict[str, Any]) -> None:
     namespace = _new_namespace(catalog_server)
-    response = httpx.post(_tables_url(catalog_server, namespace), json=body)
+    response = HTTP.post(_tables_url(catalog_server, namespace), json=body)
     _assert_error(response, 400, "BadRequestException")
 
 
 def test_missing_namespace_is_404(catalog_server: CatalogServerHandle) -> None:
     _assert_error(_create(catalog_server, "no_such_ns", "t"), 404, "NoSuchNamespaceException")
-    response = httpx.get(_tables_url(catalog_server, "no_such_ns"))
+    response = HTTP.get(_tables_url(catalog_server, "no_such_ns"))
     _assert_error(response, 404, "NoSuchNamespaceException")
 
 
@@ -142,7 +152,7 @@ def test_names_are_unique_across_tables_views_and_generic_tables(
         },
         "properties": {},
     }
-    assert httpx.post(f"{server.uri}/v1/namespaces/{namespace}/views", json=view).status_code == 200
+    assert HTTP.post(f"{server.uri}/v1/namespaces/{namespace}/views", json=view).status_code == 200
     assert _create(server, namespace, "delta").status_code == 200
 
     for taken in ("iceberg", "view", "delta"):
@@ -150,12 +160,12 @@ def test_names_are_unique_across_tables_views_and_generic_tables(
     with pytest.raises(TableAlreadyExistsError):
         catalog.create_table(f"{namespace}.delta", pa.schema([pa.field("x", pa.int64())]))
     view["name"] = "delta"
-    response = httpx.post(f"{server.uri}/v1/namespaces/{namespace}/views", json=view)
+    response = HTTP.post(f"{server.uri}/v1/namespaces/{namespace}/views", json=view)
     _assert_error(response, 409, "AlreadyExistsException")
     assert catalog.list_tables(namespace) == [(namespace, "iceberg")]
     assert catalog.list_views(namespace) == [(namespace, "view")]
     _assert_error(
-        httpx.get(f"{_tables_url(server, namespace)}/iceberg"), 404, "NoSuchTableException"
+        HTTP.get(f"{_tables_url(server, namespace)}/iceberg"), 404, "NoSuchTableException"
     )
 
 
@@ -165,14 +175,14 @@ def test_pagination_and_namespace_not_empty(catalog_server: CatalogServerHandle)
     for name in ("c", "a", "b"):
         assert _create(catalog_server, namespace, name).status_code == 200
     url = _tables_url(catalog_server, namespace)
-    first = httpx.get(url, params={"pageToken": "", "pageSize": 2}).json()
+    first = HTTP.get(url, params={"pageToken": "", "pageSize": 2}).json()
     assert [e["name"] for e in first["identifiers"]] == ["a", "b"]
-    second = httpx.get(url, params={"pageToken": first["next-page-token"], "pageSize": 2}).json()
+    second = HTTP.get(url, params={"pageToken": first["next-page-token"], "pageSize": 2}).json()
     assert [e["name"] for e in second["identifiers"]] == ["c"]
     assert second.get("next-page-token") is None
 
     with pytest.raises(NamespaceNotEmptyError):
         catalog.drop_namespace(namespace)
     for name in ("a", "b", "c"):
-        assert httpx.delete(f"{url}/{name}").status_code == 204
+        assert HTTP.delete(f"{url}/{name}").status_code == 204
     catalog.drop_namespace(namespace)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
 from typing import Any
@@ -38,6 +39,16 @@ SCHEMA_2 = {
         {"id": 2, "name": "delay", "type": "long", "required": False},
     ],
 }
+
+
+#: One client for the module: building an ``httpx.Client`` costs ~60 ms (TLS context).
+HTTP = httpx.Client(timeout=60)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_http() -> Iterator[None]:
+    yield
+    HTTP.close()
 
 
 def _version(
@@ -75,13 +86,13 @@ def _views_url(server: CatalogServerHandle, namespace: str) -> str:
 
 def _new_namespace(server: CatalogServerHandle) -> str:
     name = f"ns_{uuid.uuid4().hex[:10]}"
-    response = httpx.post(f"{server.uri}/v1/namespaces", json={"namespace": [name]})
+    response = HTTP.post(f"{server.uri}/v1/namespaces", json={"namespace": [name]})
     assert response.status_code == 200, response.text
     return name
 
 
 def _create(server: CatalogServerHandle, namespace: str, name: str, **kw: Any) -> dict[str, Any]:
-    response = httpx.post(_views_url(server, namespace), json=_create_body(name, namespace, **kw))
+    response = HTTP.post(_views_url(server, namespace), json=_create_body(name, namespace, **kw))
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -90,7 +101,7 @@ def _create(server: CatalogServerHandle, namespace: str, name: str, **kw: Any) -
 def _commit(
     server: CatalogServerHandle, namespace: str, name: str, body: dict[str, Any]
 ) -> httpx.Response:
-    return httpx.post(f"{_views_url(server, namespace)}/{name}", json=body, timeout=30)
+    return HTTP.post(f"{_views_url(server, namespace)}/{name}", json=body, timeout=30)
 
 
 # --------------------------------------------------------------------- pyiceberg client
@@ -153,26 +164,26 @@ def test_list_views_pagination(catalog_server: CatalogServerHandle) -> None:
         _create(catalog_server, namespace, name)
     url = _views_url(catalog_server, namespace)
 
-    everything = httpx.get(url, params={"pageSize": 2}).json()
+    everything = HTTP.get(url, params={"pageSize": 2}).json()
     assert [e["name"] for e in everything["identifiers"]] == names
     assert everything.get("next-page-token") is None
 
     seen, token, pages = [], "", 0
     while token is not None:
-        page = httpx.get(url, params={"pageToken": token, "pageSize": 2}).json()
+        page = HTTP.get(url, params={"pageToken": token, "pageSize": 2}).json()
         assert len(page["identifiers"]) <= 2
         seen += [e["name"] for e in page["identifiers"]]
         token, pages = page.get("next-page-token"), pages + 1
     assert seen == names and pages == 3
 
-    _assert_error(httpx.get(url, params={"pageToken": "garbage!"}), 400, "BadRequestException")
+    _assert_error(HTTP.get(url, params={"pageToken": "garbage!"}), 400, "BadRequestException")
     _assert_error(
-        httpx.get(url, params={"pageToken": "", "pageSize": 0}), 400, "BadRequestException"
+        HTTP.get(url, params={"pageToken": "", "pageSize": 0}), 400, "BadRequestException"
     )
     paged_client = RestCatalog("paged", uri=catalog_server.uri, **{"rest-page-size": "2"})
     assert paged_client.list_views(namespace) == [(namespace, n) for n in names]
     _assert_error(
-        httpx.get(_views_url(catalog_server, "missing_ns")), 404, "NoSuchNamespaceException"
+        HTTP.get(_views_url(catalog_server, "missing_ns")), 404, "NoSuchNamespaceException"
     )
 
 
@@ -246,7 +257,7 @@ def test_history_keeps_newest_versions(catalog_server: CatalogServerHandle) -> N
             ]
         }
         assert _commit(catalog_server, namespace, "v", body).status_code == 200
-    metadata = httpx.get(f"{_views_url(catalog_server, namespace)}/v").json()["metadata"]
+    metadata = HTTP.get(f"{_views_url(catalog_server, namespace)}/v").json()["metadata"]
     assert [v["version-id"] for v in metadata["versions"]] == [3, 4]
     assert metadata["current-version-id"] == 4
     assert {e["version-id"] for e in metadata["version-log"]} <= {3, 4}
@@ -260,7 +271,7 @@ def test_wrong_view_uuid_is_409_and_changes_nothing(catalog_server: CatalogServe
         "updates": [{"action": "set-properties", "updates": {"k": "v"}}],
     }
     _assert_error(_commit(catalog_server, namespace, "v", body), 409, "CommitFailedException")
-    loaded = httpx.get(f"{_views_url(catalog_server, namespace)}/v").json()
+    loaded = HTTP.get(f"{_views_url(catalog_server, namespace)}/v").json()
     assert loaded["metadata-location"] == created["metadata-location"]
     assert "k" not in loaded["metadata"]["properties"]
 
@@ -295,7 +306,7 @@ def test_invalid_view_updates_are_400(
     created = _create(catalog_server, namespace, "v")
     response = _commit(catalog_server, namespace, "v", {"updates": updates})
     _assert_error(response, 400, "BadRequestException")
-    loaded = httpx.get(f"{_views_url(catalog_server, namespace)}/v").json()
+    loaded = HTTP.get(f"{_views_url(catalog_server, namespace)}/v").json()
     assert loaded["metadata-location"] == created["metadata-location"]
 
 
@@ -322,7 +333,7 @@ def test_rename_view(catalog_server: CatalogServerHandle, rest_catalog: RestCata
     url = f"{catalog_server.uri}/v1/views/rename"
 
     def rename(src: tuple[str, str], dst: tuple[str, str]) -> httpx.Response:
-        return httpx.post(
+        return HTTP.post(
             url,
             json={
                 "source": {"namespace": [src[0]], "name": src[1]},
@@ -353,11 +364,11 @@ def test_register_view(catalog_server: CatalogServerHandle, rest_catalog: RestCa
     )
     url = f"{catalog_server.uri}/v1/namespaces/{namespace}/register-view"
     body = {"name": "again", "metadata-location": created["metadata-location"]}
-    _assert_error(httpx.post(url, json=body), 409, "AlreadyExistsException")
+    _assert_error(HTTP.post(url, json=body), 409, "AlreadyExistsException")
     missing = {"name": "x", "metadata-location": f"{catalog_server.warehouse.as_uri()}/nope.json"}
-    _assert_error(httpx.post(url, json=missing), 400, "BadRequestException")
+    _assert_error(HTTP.post(url, json=missing), 400, "BadRequestException")
     bad_ns = f"{catalog_server.uri}/v1/namespaces/no_such_ns/register-view"
-    _assert_error(httpx.post(bad_ns, json=body), 404, "NoSuchNamespaceException")
+    _assert_error(HTTP.post(bad_ns, json=body), 404, "NoSuchNamespaceException")
 
 
 def test_views_and_tables_share_names(backend_catalog_server: CatalogServerHandle) -> None:
@@ -366,7 +377,7 @@ def test_views_and_tables_share_names(backend_catalog_server: CatalogServerHandl
     namespace = _new_namespace(server)
     catalog.create_table(f"{namespace}.t", pa.schema([pa.field("x", pa.int64())]))
     _assert_error(
-        httpx.post(_views_url(server, namespace), json=_create_body("t", namespace)),
+        HTTP.post(_views_url(server, namespace), json=_create_body("t", namespace)),
         409,
         "AlreadyExistsException",
     )
@@ -398,16 +409,16 @@ def test_namespace_holding_a_view_is_not_empty(catalog_server: CatalogServerHand
 def test_view_exists_and_missing_namespace(catalog_server: CatalogServerHandle) -> None:
     namespace = _new_namespace(catalog_server)
     _create(catalog_server, namespace, "v")
-    assert httpx.head(f"{_views_url(catalog_server, namespace)}/v").status_code == 204
-    assert httpx.head(f"{_views_url(catalog_server, namespace)}/w").status_code == 404
-    response = httpx.post(_views_url(catalog_server, "no_such_ns"), json=_create_body("v", "x"))
+    assert HTTP.head(f"{_views_url(catalog_server, namespace)}/v").status_code == 204
+    assert HTTP.head(f"{_views_url(catalog_server, namespace)}/w").status_code == 404
+    response = HTTP.post(_views_url(catalog_server, "no_such_ns"), json=_create_body("v", "x"))
     _assert_error(response, 404, "NoSuchNamespaceException")
-    duplicate = httpx.post(_views_url(catalog_server, namespace), json=_create_body("v", namespace))
+    duplicate = HTTP.post(_views_url(catalog_server, namespace), json=_create_body("v", namespace))
     _assert_error(duplicate, 409, "AlreadyExistsException")
     two_dialects = _create_body("w", namespace)
     two_dialects["view-version"]["representations"] *= 2
     _assert_error(
-        httpx.post(_views_url(catalog_server, namespace), json=two_dialects),
+        HTTP.post(_views_url(catalog_server, namespace), json=two_dialects),
         400,
         "BadRequestException",
     )
@@ -442,7 +453,7 @@ def test_concurrent_view_commits_lose_nothing(backend_catalog_server: CatalogSer
     with ThreadPoolExecutor(max_workers=writers) as pool:
         attempts = list(pool.map(add_version, range(writers)))
     assert all(codes[-1] == 200 for codes in attempts)
-    metadata = httpx.get(f"{_views_url(server, namespace)}/v").json()["metadata"]
+    metadata = HTTP.get(f"{_views_url(server, namespace)}/v").json()["metadata"]
     sqls = {v["representations"][0]["sql"] for v in metadata["versions"]}
     assert {f"SELECT {i}" for i in range(writers)} <= sqls
     assert len(metadata["versions"]) == writers + 1
