@@ -11,10 +11,12 @@ from catalog_api.api.main import api_router
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.core.config import CatalogSettings
 from catalog_api.errors import install_error_handlers
+from catalog_api.generic_tables import GenericTableStore
 from catalog_api.idempotency import IdempotencyMiddleware, IdempotencyStore
 from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
 from catalog_api.store import CatalogStore
+from catalog_api.view_store import ViewStore
 
 DESCRIPTION = (
     "Apache Iceberg REST Catalog (spec 1.11) backed by a SQL database. "
@@ -59,6 +61,8 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     )
     app.state.store = store
     app.state.metrics = MetricsStore(store.catalog.engine, settings.catalog_name)
+    app.state.views = ViewStore(store)
+    app.state.generic_tables = GenericTableStore(store)
     app.state.settings = settings
     install_error_handlers(app)
     idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
