@@ -10,8 +10,10 @@ from fastapi import FastAPI
 from catalog_api.api.main import api_router
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.core.config import CatalogSettings
+from catalog_api.credentials import CredentialVendor
 from catalog_api.errors import install_error_handlers
 from catalog_api.middleware import BodySizeLimitMiddleware
+from catalog_api.scan_plans import ScanPlanRegistry
 from catalog_api.store import CatalogStore
 
 DESCRIPTION = (
@@ -37,10 +39,12 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         sqlalchemy.exc.OperationalError: If the database cannot be reached.
     """
     store = CatalogStore(settings)
+    scan_plans = ScanPlanRegistry(settings.planning)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        scan_plans.close()
         store.close()
 
     app = FastAPI(
@@ -55,6 +59,8 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     )
     app.state.store = store
     app.state.settings = settings
+    app.state.scan_plans = scan_plans
+    app.state.credential_vendor = CredentialVendor(settings)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     app.include_router(api_router, prefix=API_PREFIX)

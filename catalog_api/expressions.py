@@ -41,7 +41,7 @@ def _normalize(node: Any, depth: int = 0) -> Any:
     term = node.get("term")
     if isinstance(term, dict):
         raise BadRequestError(
-            f"Transform terms in filters are not supported (expression type '{kind}'): {term!r:.200}"
+            f"Transform terms in filters are not supported (type '{kind}'): {term!r:.200}"
         )
     return {
         key: _normalize(value, depth + 1) if key in _CHILD_KEYS else value

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from catalog_api.api.routes import config, namespaces, tables
+from catalog_api.api.routes import config, credentials, namespaces, planning, tables
 
 api_router = APIRouter()
 api_router.include_router(config.router)
 api_router.include_router(namespaces.router)
 api_router.include_router(tables.router)
+api_router.include_router(planning.router)
+api_router.include_router(credentials.router)

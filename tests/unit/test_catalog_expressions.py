@@ -60,7 +60,8 @@ def test_parse_spec_expressions(node: Any, expected: Any) -> None:
 
 
 def test_constants_nested_in_and_or_are_parsed() -> None:
-    node = {"type": "or", "left": {"type": "false"}, "right": {"type": "eq", "term": "id", "value": 1}}
+    right = {"type": "eq", "term": "id", "value": 1}
+    node = {"type": "or", "left": {"type": "false"}, "right": right}
     parsed = parse_expression(node)
     assert isinstance(parsed, Or)
     assert parsed.left == AlwaysFalse()
@@ -93,7 +94,8 @@ def test_invalid_expressions_are_bad_requests(node: Any) -> None:
 
 
 def test_transform_term_message_names_the_problem() -> None:
-    node = {"type": "eq", "term": {"type": "transform", "transform": "day", "term": "ts"}, "value": 1}
+    term = {"type": "transform", "transform": "day", "term": "ts"}
+    node = {"type": "eq", "term": term, "value": 1}
     with pytest.raises(BadRequestError, match="Transform terms"):
         parse_expression(node)
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Header, Query, Response, status
 from pyiceberg.catalog.rest import ListTableResponseEntry, ListTablesResponse, TableResponse
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import CommitTableResponse
 
+from catalog_api.api.routes.credentials import VendorDep
 from catalog_api.api.routes.responses import json_response
+from catalog_api.credentials import ACCESS_DELEGATION_HEADER
 from catalog_api.deps import NamespaceDep, StoreDep
 from catalog_api.models import (
     CommitTransactionBody,
@@ -24,6 +26,7 @@ router = APIRouter(prefix="/v1", tags=["Catalog API"])
 
 TABLE_PATH = "/namespaces/{namespace}/tables/{table}"
 NO_CONTENT = status.HTTP_204_NO_CONTENT
+DelegationHeader = Annotated[str | None, Header(alias=ACCESS_DELEGATION_HEADER)]
 
 
 @router.get(
@@ -41,9 +44,15 @@ def list_tables(store: StoreDep, namespace: NamespaceDep) -> Response:
 @router.post(
     "/namespaces/{namespace}/tables", response_model=TableResponse, summary="Create a table"
 )
-def create_table(store: StoreDep, namespace: NamespaceDep, body: CreateTableBody) -> Response:
+def create_table(
+    store: StoreDep,
+    vendor: VendorDep,
+    namespace: NamespaceDep,
+    body: CreateTableBody,
+    access_delegation: DelegationHeader = None,
+) -> Response:
     """Create a table, or start a create transaction when ``stage-create`` is true."""
-    return json_response(store.create_table(namespace, body))
+    return json_response(vendor.decorate(store.create_table(namespace, body), access_delegation))
 
 
 @router.post(
@@ -51,21 +60,30 @@ def create_table(store: StoreDep, namespace: NamespaceDep, body: CreateTableBody
     response_model=TableResponse,
     summary="Register a table from a metadata file",
 )
-def register_table(store: StoreDep, namespace: NamespaceDep, body: RegisterTableBody) -> Response:
+def register_table(
+    store: StoreDep,
+    vendor: VendorDep,
+    namespace: NamespaceDep,
+    body: RegisterTableBody,
+    access_delegation: DelegationHeader = None,
+) -> Response:
     """Register an existing metadata file under a table name."""
     response = store.register_table(namespace, body.name, body.metadata_location, body.overwrite)
-    return json_response(response)
+    return json_response(vendor.decorate(response, access_delegation))
 
 
 @router.get(TABLE_PATH, response_model=TableResponse, summary="Load a table")
 def load_table(
     store: StoreDep,
+    vendor: VendorDep,
     namespace: NamespaceDep,
     table: str,
     snapshots: Annotated[Literal["all", "refs"], Query()] = "all",
+    access_delegation: DelegationHeader = None,
 ) -> Response:
-    """Return the table's metadata location, metadata and client config."""
-    return json_response(store.load_table((*namespace, table), snapshots))
+    """Return the table's metadata location, metadata, client config (and credentials)."""
+    response = store.load_table((*namespace, table), snapshots)
+    return json_response(vendor.decorate(response, access_delegation))
 
 
 @router.head(TABLE_PATH, status_code=NO_CONTENT, summary="Check if a table exists")
