@@ -33,6 +33,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, ManifestGroupPlanner, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot
+from pyiceberg.typedef import IcebergBaseModel
 
 from catalog_api.content_files import rest_data_file, rest_delete_file
 from catalog_api.errors import BadRequestError
@@ -268,6 +269,35 @@ def scan_tasks(
             )
         )
     return ScanTasks.model_validate({"delete-files": delete_files, "file-scan-tasks": rest_tasks})
+
+
+def _lowercase_format(content_file: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(content_file.get("file-format"), str):
+        content_file["file-format"] = content_file["file-format"].lower()
+    return content_file
+
+
+def planning_json(result: IcebergBaseModel) -> dict[str, Any]:
+    """Dump a planning answer (``ScanTasks``, ``PlanCompleted``, ...) as the spec's JSON.
+
+    pyiceberg's models write ``file-format`` upper-case (``PARQUET``); the spec's
+    ``FileFormat`` enum is lower-case (pyiceberg reads either). ``residual-filter`` is
+    declared as the abstract ``BooleanExpression``, hence ``serialize_as_any``.
+
+    Args:
+        result: A pyiceberg scan-planning model.
+
+    Returns:
+        The JSON object (aliases, no nulls).
+    """
+    body: dict[str, Any] = result.model_dump(
+        mode="json", by_alias=True, exclude_none=True, serialize_as_any=True
+    )
+    for delete_file in body.get("delete-files", []):
+        _lowercase_format(delete_file)
+    for task in body.get("file-scan-tasks", []):
+        _lowercase_format(task["data-file"])
+    return body
 
 
 def split_tasks(tasks: list[FileScanTask], size: int) -> list[list[FileScanTask]]:

@@ -32,6 +32,7 @@ def supported_endpoints(app: FastAPI) -> list[str]:
         if not path.startswith(f"{API_PREFIX}/v1/") or path == f"{API_PREFIX}/v1/config":
             continue
         spec_path = path.removeprefix(API_PREFIX).replace("/v1/", "/v1/{prefix}/", 1)
+        spec_path = spec_path.replace("{plan_id}", "{plan-id}")  # not a Python identifier
         endpoints.update(f"{method.upper()} {spec_path}" for method in operations)
     app.state.endpoints = sorted(endpoints)
     return app.state.endpoints

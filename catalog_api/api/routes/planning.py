@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request, Response, status
+from fastapi import APIRouter, Depends, Header, Path, Request, Response, status
+from fastapi.responses import JSONResponse
 from pyiceberg.catalog.rest.scan_planning import (
     FetchScanTasksRequest,
     PlanCompleted,
@@ -15,18 +16,23 @@ from pyiceberg.table import Table
 from pyiceberg.typedef import Identifier
 
 from catalog_api.api.routes.credentials import VendorDep
-from catalog_api.api.routes.responses import json_response
 from catalog_api.core.config import CatalogSettings
 from catalog_api.credentials import ACCESS_DELEGATION_HEADER, wants_vended_credentials
 from catalog_api.deps import NamespaceDep, StoreDep
-from catalog_api.planning import PlanTableScanBody, prepare_scan, scan_tasks, split_tasks
+from catalog_api.planning import (
+    PlanTableScanBody,
+    planning_json,
+    prepare_scan,
+    scan_tasks,
+    split_tasks,
+)
 from catalog_api.scan_plans import PlanResult, ScanPlanRegistry
 from catalog_api.store import CatalogStore, check_namespace
 
 router = APIRouter(prefix="/v1", tags=["Catalog API"])
 
 TABLE_PATH = "/namespaces/{namespace}/tables/{table}"
-PLAN_PATH = f"{TABLE_PATH}/plan/{{plan_id}}"
+PLAN_PATH = f"{TABLE_PATH}/plan/{{plan_id}}"  # advertised as {plan-id}
 
 
 def get_scan_plans(request: Request) -> ScanPlanRegistry:
@@ -37,6 +43,7 @@ def get_scan_plans(request: Request) -> ScanPlanRegistry:
 
 ScanPlansDep = Annotated[ScanPlanRegistry, Depends(get_scan_plans)]
 DelegationHeader = Annotated[str | None, Header(alias=ACCESS_DELEGATION_HEADER)]
+PlanId = Annotated[str, Path(description="ID of a planning request (plan-id)")]
 
 
 def load_pyiceberg_table(store: CatalogStore, identifier: Identifier) -> Table:
@@ -85,7 +92,8 @@ def plan_table_scan(
 
     run_async = scan.total_data_files >= settings.planning.async_min_data_files
     result = plans.submit(identifier, compute, run_async)
-    return json_response(_with_credentials(result, loaded.location(), vendor, access_delegation))
+    result = _with_credentials(result, loaded.location(), vendor, access_delegation)
+    return JSONResponse(planning_json(result))
 
 
 @router.get(PLAN_PATH, summary="Fetch the result of scan planning for a plan-id")
@@ -95,21 +103,22 @@ def fetch_planning_result(
     vendor: VendorDep,
     namespace: NamespaceDep,
     table: str,
-    plan_id: str,
+    plan_id: PlanId,
     access_delegation: DelegationHeader = None,
 ) -> Response:
     """Answer ``submitted``, ``completed``, ``failed`` or ``cancelled``."""
     identifier = (*namespace, table)
     loaded = load_pyiceberg_table(store, identifier)
     result = plans.fetch(identifier, plan_id)
-    return json_response(_with_credentials(result, loaded.location(), vendor, access_delegation))
+    result = _with_credentials(result, loaded.location(), vendor, access_delegation)
+    return JSONResponse(planning_json(result))
 
 
 @router.delete(
     PLAN_PATH, status_code=status.HTTP_204_NO_CONTENT, summary="Cancel scan planning for a plan-id"
 )
 def cancel_planning(
-    store: StoreDep, plans: ScanPlansDep, namespace: NamespaceDep, table: str, plan_id: str
+    store: StoreDep, plans: ScanPlansDep, namespace: NamespaceDep, table: str, plan_id: PlanId
 ) -> Response:
     """Cancel a plan and release its plan tasks."""
     identifier = (*namespace, table)
@@ -129,4 +138,4 @@ def fetch_scan_tasks(
     """Return the file scan tasks (and their delete files) of one plan task."""
     identifier = (*namespace, table)
     load_pyiceberg_table(store, identifier)
-    return json_response(plans.fetch_tasks(identifier, body.plan_task))
+    return JSONResponse(planning_json(plans.fetch_tasks(identifier, body.plan_task)))
