@@ -91,7 +91,9 @@ def _post_plan(server: RunningServer, table: Table, body: dict[str, Any]) -> htt
     return httpx.post(_url(server, table, "/plan"), json=body, timeout=30)
 
 
-def _await_completion(server: RunningServer, table: Table, answer: dict[str, Any]) -> dict[str, Any]:
+def _await_completion(
+    server: RunningServer, table: Table, answer: dict[str, Any]
+) -> dict[str, Any]:
     deadline = time.monotonic() + POLL_TIMEOUT_S
     while answer["status"] == "submitted":
         assert time.monotonic() < deadline, "plan did not complete in time"
@@ -103,7 +105,9 @@ def _await_completion(server: RunningServer, table: Table, answer: dict[str, Any
     return answer
 
 
-def _collect_tasks(server: RunningServer, table: Table, answer: dict[str, Any]) -> list[dict[str, Any]]:
+def _collect_tasks(
+    server: RunningServer, table: Table, answer: dict[str, Any]
+) -> list[dict[str, Any]]:
     """All file scan tasks of a completed plan, fetching its plan tasks; delete files inlined."""
     assert answer["status"] == "completed", answer
     pending = [answer]
@@ -124,14 +128,18 @@ def _collect_tasks(server: RunningServer, table: Table, answer: dict[str, Any]) 
 def _read(tasks: list[dict[str, Any]]) -> pa.Table:
     assert all(not task["deletes"] for task in tasks)  # appends only: no delete files
     parts = [pq.read_table(task["data-file"]["file-path"]) for task in tasks]
-    return pa.concat_tables(parts).select(ARROW_SCHEMA.names) if parts else ARROW_SCHEMA.empty_table()
+    return (
+        pa.concat_tables(parts).select(ARROW_SCHEMA.names) if parts else ARROW_SCHEMA.empty_table()
+    )
 
 
 def _sorted(table: pa.Table) -> list[dict[str, Any]]:
     return sorted(table.select(ARROW_SCHEMA.names).to_pylist(), key=lambda row: row["id"])
 
 
-def _plan_rows(server: RunningServer, table: Table, body: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
+def _plan_rows(
+    server: RunningServer, table: Table, body: dict[str, Any]
+) -> tuple[pa.Table, list[dict[str, Any]]]:
     response = _post_plan(server, table, body)
     assert response.status_code == 200, response.text
     answer = _await_completion(server, table, response.json())
@@ -142,7 +150,9 @@ def _plan_rows(server: RunningServer, table: Table, body: dict[str, Any]) -> tup
 # ------------------------------------------------------------------------- point in time
 
 
-def test_full_scan_splits_into_plan_tasks(planning_server: RunningServer, small_table: Table) -> None:
+def test_full_scan_splits_into_plan_tasks(
+    planning_server: RunningServer, small_table: Table
+) -> None:
     response = _post_plan(planning_server, small_table, {})
     answer = response.json()
     assert response.status_code == 200 and answer["status"] == "completed"
@@ -170,8 +180,13 @@ def test_filtered_scan_prunes_files(planning_server: RunningServer, small_table:
 
 
 def test_filter_matching_nothing(planning_server: RunningServer, small_table: Table) -> None:
-    body = {"filter": {"type": "and", "left": {"type": "true"},
-                       "right": {"type": "lt", "term": "id", "value": -5}}}
+    body = {
+        "filter": {
+            "type": "and",
+            "left": {"type": "true"},
+            "right": {"type": "lt", "term": "id", "value": -5},
+        }
+    }
     rows, tasks = _plan_rows(planning_server, small_table, body)
     assert tasks == [] and rows.num_rows == 0
 
@@ -179,7 +194,9 @@ def test_filter_matching_nothing(planning_server: RunningServer, small_table: Ta
 def test_time_travel_by_snapshot_id(planning_server: RunningServer, small_table: Table) -> None:
     second = small_table.snapshots()[1]
     rows, tasks = _plan_rows(
-        planning_server, small_table, {"snapshot-id": second.snapshot_id, "use-snapshot-schema": True}
+        planning_server,
+        small_table,
+        {"snapshot-id": second.snapshot_id, "use-snapshot-schema": True},
     )
     assert len(tasks) == 2
     assert _sorted(rows) == _sorted(small_table.scan(snapshot_id=second.snapshot_id).to_arrow())
@@ -254,7 +271,10 @@ def test_cancel_plan(planning_server: RunningServer, large_table: Table) -> None
 def test_cancel_drops_plan_tasks(planning_server: RunningServer, small_table: Table) -> None:
     answer = _post_plan(planning_server, small_table, {}).json()
     token = answer["plan-tasks"][0]
-    assert httpx.delete(_url(planning_server, small_table, f"/plan/{answer['plan-id']}")).status_code == 204
+    assert (
+        httpx.delete(_url(planning_server, small_table, f"/plan/{answer['plan-id']}")).status_code
+        == 204
+    )
     response = httpx.post(_url(planning_server, small_table, "/tasks"), json={"plan-task": token})
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "NoSuchPlanTaskException"
@@ -270,7 +290,9 @@ def _error(response: httpx.Response, code: int, error_type: str) -> str:
     return str(error["message"])
 
 
-def test_plan_errors(planning_server: RunningServer, small_table: Table, large_table: Table) -> None:
+def test_plan_errors(
+    planning_server: RunningServer, small_table: Table, large_table: Table
+) -> None:
     snapshots = small_table.snapshots()
     bad = [
         ({"snapshot-id": 12345}, "snapshot-id 12345"),
@@ -278,11 +300,22 @@ def test_plan_errors(planning_server: RunningServer, small_table: Table, large_t
         ({"filter": {"type": "bogus"}}, "filter"),
         ({"select": ["id", "nope"]}, "select"),
         ({"stats-fields": ["nope"]}, "stats-fields"),
-        ({"snapshot-id": snapshots[0].snapshot_id, "start-snapshot-id": snapshots[0].snapshot_id,
-          "end-snapshot-id": snapshots[1].snapshot_id}, "snapshot"),
+        (
+            {
+                "snapshot-id": snapshots[0].snapshot_id,
+                "start-snapshot-id": snapshots[0].snapshot_id,
+                "end-snapshot-id": snapshots[1].snapshot_id,
+            },
+            "snapshot",
+        ),
         ({"start-snapshot-id": snapshots[0].snapshot_id}, "end-snapshot-id"),
-        ({"start-snapshot-id": snapshots[2].snapshot_id,
-          "end-snapshot-id": snapshots[1].snapshot_id}, "not an ancestor"),
+        (
+            {
+                "start-snapshot-id": snapshots[2].snapshot_id,
+                "end-snapshot-id": snapshots[1].snapshot_id,
+            },
+            "not an ancestor",
+        ),
     ]
     for body, fragment in bad:
         message = _error(_post_plan(planning_server, small_table, body), 400, "BadRequestException")
@@ -316,7 +349,9 @@ def test_config_advertises_planning_endpoints(planning_server: RunningServer) ->
 def test_pyiceberg_uses_server_side_planning(
     planning_server: RunningServer, small_table: Table
 ) -> None:
-    client = RestCatalog("server-planning", uri=planning_server.uri, **{"scan-planning-mode": "server"})
+    client = RestCatalog(
+        "server-planning", uri=planning_server.uri, **{"scan-planning-mode": "server"}
+    )
     assert client.supports_server_side_planning()
     table = client.load_table(small_table.name())
     planned = list(table.scan(row_filter=GreaterThanOrEqual("id", 20)).plan_files())
@@ -326,4 +361,6 @@ def test_pyiceberg_uses_server_side_planning(
     assert all(not task.file.lower_bounds for task in planned)
     assert _sorted(table.scan().to_arrow()) == _sorted(small_table.scan().to_arrow())
     filtered = table.scan(row_filter=GreaterThanOrEqual("id", 20)).to_arrow()
-    assert _sorted(filtered) == _sorted(small_table.scan(row_filter=GreaterThanOrEqual("id", 20)).to_arrow())
+    assert _sorted(filtered) == _sorted(
+        small_table.scan(row_filter=GreaterThanOrEqual("id", 20)).to_arrow()
+    )
