@@ -22,6 +22,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.core.config import S3Settings
 from catalog_api.credentials import session_policy, wants_vended_credentials
+from tests.conftest_catalog import CatalogServerHandle
 
 BUCKET = "lake"
 REGION = "us-east-1"
@@ -186,12 +187,13 @@ def test_plan_answer_carries_credentials(s3_catalog: RunningServer) -> None:
     assert "storage-credentials" not in httpx.post(url, json={}).json()
 
 
-def test_local_warehouse_vends_nothing(catalog_server: object, rest_catalog: RestCatalog) -> None:
+def test_local_warehouse_vends_nothing(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog
+) -> None:
     namespace = f"ns_{uuid.uuid4().hex[:8]}"
     rest_catalog.create_namespace(namespace)
     rest_catalog.create_table(f"{namespace}.t", schema=ARROW_SCHEMA)
-    uri = rest_catalog.uri if hasattr(rest_catalog, "uri") else rest_catalog.properties["uri"]
-    url = f"{uri}/v1/namespaces/{namespace}/tables/t"
+    url = f"{catalog_server.uri}/v1/namespaces/{namespace}/tables/t"
     body = httpx.get(url, headers=DELEGATION).json()
     assert body.get("storage-credentials", []) == []
     assert httpx.get(f"{url}/credentials").json() == {"storage-credentials": []}
