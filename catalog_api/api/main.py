@@ -6,10 +6,12 @@ from fastapi import APIRouter
 
 from catalog_api.api.routes import (
     config,
+    credentials,
     generic_tables,
     metrics,
     namespaces,
     oauth,
+    planning,
     tables,
     views,
 )
@@ -22,3 +24,5 @@ api_router.include_router(tables.router)
 api_router.include_router(metrics.router)
 api_router.include_router(views.router)
 api_router.include_router(generic_tables.router)
+api_router.include_router(planning.router)
+api_router.include_router(credentials.router)
