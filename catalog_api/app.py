@@ -10,11 +10,15 @@ from fastapi import FastAPI
 from catalog_api.api.main import api_router
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.core.config import CatalogSettings
+from catalog_api.credentials import CredentialVendor
 from catalog_api.errors import install_error_handlers
+from catalog_api.generic_tables import GenericTableStore
 from catalog_api.idempotency import IdempotencyMiddleware, IdempotencyStore
 from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
+from catalog_api.scan_plans import ScanPlanRegistry
 from catalog_api.store import CatalogStore
+from catalog_api.view_store import ViewStore
 
 DESCRIPTION = (
     "Apache Iceberg REST Catalog (spec 1.11) backed by a SQL database. "
@@ -41,10 +45,12 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         sqlalchemy.exc.OperationalError: If the database cannot be reached.
     """
     store = CatalogStore(settings)
+    scan_plans = ScanPlanRegistry(settings.planning)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        scan_plans.close()
         store.close()
 
     app = FastAPI(
@@ -59,7 +65,11 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     )
     app.state.store = store
     app.state.metrics = MetricsStore(store.catalog.engine, settings.catalog_name)
+    app.state.views = ViewStore(store)
+    app.state.generic_tables = GenericTableStore(store)
     app.state.settings = settings
+    app.state.scan_plans = scan_plans
+    app.state.credential_vendor = CredentialVendor(settings)
     install_error_handlers(app)
     idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
     app.add_middleware(IdempotencyMiddleware, store=idempotency)

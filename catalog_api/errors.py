@@ -22,8 +22,10 @@ from pyiceberg.exceptions import (
     NoSuchNamespaceError,
     NoSuchPropertyException,
     NoSuchTableError,
+    NoSuchViewError,
     TableAlreadyExistsError,
     ValidationError,
+    ViewAlreadyExistsError,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -86,6 +88,8 @@ class PayloadTooLargeError(CatalogError):
 _PYICEBERG_ERRORS: dict[type[Exception], tuple[int, str]] = {
     NoSuchTableError: (404, "NoSuchTableException"),
     NoSuchNamespaceError: (404, "NoSuchNamespaceException"),
+    NoSuchViewError: (404, "NoSuchViewException"),
+    ViewAlreadyExistsError: (409, "AlreadyExistsException"),
     TableAlreadyExistsError: (409, "AlreadyExistsException"),
     NamespaceAlreadyExistsError: (409, "AlreadyExistsException"),
     NamespaceNotEmptyError: (409, "NamespaceNotEmptyException"),

@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from catalog_api.commit import PlannedCommit, plan_commit, publish_commits
 from catalog_api.core.config import CatalogSettings, is_local_location, local_path
+from catalog_api.entity_rows import non_table_entities
 from catalog_api.errors import BadRequestError, UnprocessableEntityError
 from catalog_api.locations import check_location, check_properties, check_updates
 from catalog_api.models import CreateTableBody
@@ -169,6 +170,8 @@ class CatalogStore:
         check_namespace(namespace, NoSuchNamespaceError)
         if self.catalog.list_namespaces(namespace):
             raise NamespaceNotEmptyError(f"Namespace {'.'.join(namespace)} has child namespaces")
+        if others := non_table_entities(self.catalog, namespace):
+            raise NamespaceNotEmptyError(f"Namespace {'.'.join(namespace)} holds {others}")
         with self._lock:
             self.catalog.drop_namespace(namespace)
 

@@ -14,7 +14,7 @@ from lakehouse.spark.session import build_spark_session
 if TYPE_CHECKING:
     from tests.conftest_catalog import CatalogServerHandle
 
-pytest_plugins = ["tests.conftest_catalog"]
+pytest_plugins = ["tests.conftest_catalog", "tests.conftest_postgres"]
 
 FLOAT_DIGITS = 6
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,19 +30,25 @@ class CatalogServerHandle:
     server: RunningServer
 
 
-@pytest.fixture(scope="session")
-def catalog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogServerHandle]:
-    """Start the catalog on 127.0.0.1 (free port) for the whole session."""
-    root = tmp_path_factory.mktemp("catalog")
+@contextmanager
+def running_catalog(root: Path, database_url: str) -> Iterator[CatalogServerHandle]:
+    """Run the catalog on 127.0.0.1 (free port) with a ``file://`` warehouse under ``root``."""
     warehouse = root / "warehouse"
     warehouse.mkdir()
-    database_url = f"sqlite:///{root / 'catalog.db'}"
     settings = CatalogSettings(warehouse=warehouse.as_uri(), database_url=database_url)
     running = serve_in_thread(settings, host="127.0.0.1", port=0)
     try:
         yield CatalogServerHandle(running.uri, warehouse, database_url, settings, running)
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="session")
+def catalog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogServerHandle]:
+    """Start the catalog on 127.0.0.1 (free port) for the whole session, on a SQLite file."""
+    root = tmp_path_factory.mktemp("catalog")
+    with running_catalog(root, f"sqlite:///{root / 'catalog.db'}") as handle:
+        yield handle
 
 
 @pytest.fixture

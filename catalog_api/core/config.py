@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 #: Where the REST API is mounted: clients use ``http://host:port/iceberg`` as base URI.
 API_PREFIX = "/iceberg"
@@ -16,6 +16,63 @@ DEFAULT_IDEMPOTENCY_KEY_LIFETIME = timedelta(minutes=30)
 DEFAULT_TOKEN_LIFETIME = timedelta(hours=1)
 #: The spec's default namespace separator, URL-encoded (the unit separator byte 0x1F).
 DEFAULT_NAMESPACE_SEPARATOR = "%1F"
+
+
+class PlanningSettings(BaseModel):
+    """Server-side scan planning (``POST .../tables/{table}/plan``).
+
+    Attributes:
+        max_files_per_response: Most file scan tasks sent in one response; a larger plan is
+            split into ``plan-tasks`` of this many files each, fetched with ``.../tasks``.
+        async_min_data_files: Plans of snapshots with at least this many data files (per the
+            snapshot summary's ``total-data-files``) run in a background thread: the answer
+            is ``submitted`` and clients poll ``GET .../plan/{plan-id}``.
+        result_ttl_s: Seconds a plan's results and plan tasks are kept for fetching.
+        workers: Background planning threads.
+    """
+
+    max_files_per_response: int = Field(default=1000, gt=0)
+    async_min_data_files: int = Field(default=100_000, gt=0)
+    result_ttl_s: float = Field(default=3600.0, gt=0)
+    workers: int = Field(default=2, gt=0)
+
+
+class S3Settings(BaseModel):
+    """Object storage of an ``s3://`` warehouse, and credential vending for it.
+
+    Attributes:
+        endpoint: S3 endpoint URL (e.g. ``http://127.0.0.1:9000``); AWS's when unset.
+        region: Region of the bucket and of STS.
+        access_key_id: The catalog server's own access key (it writes metadata files).
+        secret_access_key: Secret of ``access_key_id``.
+        session_token: Session token of the server's own credentials, if temporary.
+        sts_endpoint: STS endpoint URL used for vending; AWS's regional one when unset.
+        role_arn: Role assumed (STS AssumeRole) to vend credentials scoped to one table's
+            location; without it STS GetSessionToken vends the server's own rights.
+        credentials_lifetime_s: Lifetime of vended credentials (STS allows 900-43200 s).
+        vend_credentials: Answer ``X-Iceberg-Access-Delegation: vended-credentials``.
+    """
+
+    endpoint: str | None = None
+    region: str = "us-east-1"
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    sts_endpoint: str | None = None
+    role_arn: str | None = None
+    credentials_lifetime_s: int = Field(default=3600, ge=900, le=43200)
+    vend_credentials: bool = True
+
+    def file_io_properties(self) -> dict[str, str]:
+        """The server's own pyiceberg FileIO properties for this storage."""
+        properties = {
+            "s3.endpoint": self.endpoint,
+            "s3.region": self.region,
+            "s3.access-key-id": self.access_key_id,
+            "s3.secret-access-key": self.secret_access_key,
+            "s3.session-token": self.session_token,
+        }
+        return {key: value for key, value in properties.items() if value}
 
 
 class CatalogSettings(BaseModel):
@@ -49,6 +106,8 @@ class CatalogSettings(BaseModel):
         token_lifetime: ``expires_in`` of the tokens issued by ``POST /v1/oauth/tokens``.
         allowed_locations: Roots besides ``warehouse`` where table locations and registered
             metadata files may live; anything else is refused with 400.
+        planning: Server-side scan planning limits.
+        s3: S3 storage and credential vending; its keys fill ``io_properties`` gaps.
     """
 
     warehouse: str
@@ -68,6 +127,8 @@ class CatalogSettings(BaseModel):
     oauth_clients: dict[str, str] | None = None
     token_lifetime: timedelta = Field(default=DEFAULT_TOKEN_LIFETIME, gt=timedelta(0))
     allowed_locations: list[str] = Field(default_factory=list)
+    planning: PlanningSettings = Field(default_factory=PlanningSettings)
+    s3: S3Settings | None = None
 
     @field_validator("warehouse")
     @classmethod
@@ -93,6 +154,12 @@ class CatalogSettings(BaseModel):
     def decoded_namespace_separator(self) -> str:
         """The namespace separator as it appears in a decoded URL path or query."""
         return unquote(self.namespace_separator)
+    @model_validator(mode="after")
+    def _s3_io_properties(self) -> CatalogSettings:
+        """Let ``s3`` settings provide the FileIO properties that ``io_properties`` lacks."""
+        if self.s3 is not None:
+            self.io_properties = {**self.s3.file_io_properties(), **self.io_properties}
+        return self
 
     @property
     def warehouse_is_local(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, FastAPI, Query, Request
 from pydantic import TypeAdapter
 
+from catalog_api.api.routes.generic_tables import ADVERTISED_ENDPOINTS as GENERIC_TABLE_ENDPOINTS
 from catalog_api.core.config import API_PREFIX
 from catalog_api.deps import StoreDep
 from catalog_api.spec_endpoints import ADVERTISABLE, find_operation
@@ -48,6 +49,7 @@ def supported_endpoints(app: FastAPI) -> list[str]:
             operation = find_operation(method, path.removeprefix(API_PREFIX))
             if operation in ADVERTISABLE:
                 endpoints.add(operation.endpoint)
+    endpoints.update(GENERIC_TABLE_ENDPOINTS)
     app.state.endpoints = sorted(endpoints)
     return app.state.endpoints
 

@@ -8,7 +8,9 @@ from fastapi import APIRouter, Header, Query, Response, status
 from pyiceberg.catalog.rest import ListTablesResponse, TableResponse
 from pyiceberg.table import CommitTableResponse
 
+from catalog_api.api.routes.credentials import VendorDep
 from catalog_api.api.routes.responses import json_response
+from catalog_api.credentials import ACCESS_DELEGATION_HEADER, wants_vended_credentials
 from catalog_api.deps import NamespaceDep, StoreDep
 from catalog_api.etags import ETAG_HEADER, matches_if_none_match, not_modified, table_etag
 from catalog_api.models import (
@@ -25,6 +27,7 @@ router = APIRouter(prefix="/v1", tags=["Catalog API"])
 
 TABLE_PATH = "/namespaces/{namespace}/tables/{table}"
 NO_CONTENT = status.HTTP_204_NO_CONTENT
+DelegationHeader = Annotated[str | None, Header(alias=ACCESS_DELEGATION_HEADER)]
 
 
 def _with_etag(
@@ -49,13 +52,19 @@ def list_tables(store: StoreDep, namespace: NamespaceDep, page: PageDep) -> Resp
 @router.post(
     "/namespaces/{namespace}/tables", response_model=TableResponse, summary="Create a table"
 )
-def create_table(store: StoreDep, namespace: NamespaceDep, body: CreateTableBody) -> Response:
+def create_table(
+    store: StoreDep,
+    vendor: VendorDep,
+    namespace: NamespaceDep,
+    body: CreateTableBody,
+    access_delegation: DelegationHeader = None,
+) -> Response:
     """Create a table, or start a create transaction when ``stage-create`` is true.
 
     A created table's response carries an ``ETag``; a staged one has no metadata file yet,
-    hence no ETag.
+    hence no ETag. Vended credentials are added when the client asks for them.
     """
-    return _with_etag(store.create_table(namespace, body))
+    return _with_etag(vendor.decorate(store.create_table(namespace, body), access_delegation))
 
 
 @router.post(
@@ -63,29 +72,39 @@ def create_table(store: StoreDep, namespace: NamespaceDep, body: CreateTableBody
     response_model=TableResponse,
     summary="Register a table from a metadata file",
 )
-def register_table(store: StoreDep, namespace: NamespaceDep, body: RegisterTableBody) -> Response:
+def register_table(
+    store: StoreDep,
+    vendor: VendorDep,
+    namespace: NamespaceDep,
+    body: RegisterTableBody,
+    access_delegation: DelegationHeader = None,
+) -> Response:
     """Register an existing metadata file under a table name."""
     response = store.register_table(namespace, body.name, body.metadata_location, body.overwrite)
-    return _with_etag(response)
+    return _with_etag(vendor.decorate(response, access_delegation))
 
 
 @router.get(TABLE_PATH, response_model=TableResponse, summary="Load a table")
 def load_table(
     store: StoreDep,
+    vendor: VendorDep,
     namespace: NamespaceDep,
     table: str,
     snapshots: Annotated[Literal["all", "refs"], Query()] = "all",
     if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
+    access_delegation: DelegationHeader = None,
 ) -> Response:
-    """Return the table's metadata location, metadata and client config, with an ``ETag``.
+    """Return the table's metadata location, metadata, client config (and credentials).
 
-    Answers 304 without a body when ``If-None-Match`` names the current ETag.
+    The answer carries an ``ETag``; it is 304 without a body when ``If-None-Match`` names the
+    current ETag, unless the client asks for vended credentials (those must be fresh).
     """
     response = store.load_table((*namespace, table), snapshots)
     etag = table_etag(response.metadata_location or "", snapshots)
-    if matches_if_none_match(if_none_match, etag):
+    vending = vendor.enabled and wants_vended_credentials(access_delegation)
+    if matches_if_none_match(if_none_match, etag) and not vending:
         return not_modified(etag)
-    return _with_etag(response, snapshots)
+    return _with_etag(vendor.decorate(response, access_delegation), snapshots)
 
 
 @router.head(TABLE_PATH, status_code=NO_CONTENT, summary="Check if a table exists")

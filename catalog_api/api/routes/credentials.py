@@ -1,0 +1,46 @@
+"""``GET .../tables/{table}/credentials``: vended storage credentials of a table."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from pyiceberg.catalog.rest import LoadCredentialsResponse
+
+from catalog_api.api.routes.responses import json_response
+from catalog_api.credentials import CredentialVendor
+from catalog_api.deps import NamespaceDep, StoreDep
+
+router = APIRouter(prefix="/v1", tags=["Catalog API"])
+
+
+def get_vendor(request: Request) -> CredentialVendor:
+    """Return the application's credential vendor."""
+    vendor: CredentialVendor = request.app.state.credential_vendor
+    return vendor
+
+
+VendorDep = Annotated[CredentialVendor, Depends(get_vendor)]
+
+
+@router.get(
+    "/namespaces/{namespace}/tables/{table}/credentials",
+    response_model=LoadCredentialsResponse,
+    summary="Load vended credentials for a table",
+)
+def load_credentials(
+    store: StoreDep,
+    vendor: VendorDep,
+    namespace: NamespaceDep,
+    table: str,
+    plan_id: Annotated[str | None, Query(alias="planId")] = None,
+) -> Response:
+    """Return temporary credentials for the table's location (none off S3).
+
+    ``planId`` is accepted: credentials cover the whole table location, so they serve
+    every plan of the table.
+    """
+    loaded = store.load_table((*namespace, table), "refs")
+    credentials = vendor.storage_credentials(loaded.metadata.location)
+    answer = LoadCredentialsResponse.model_validate({"storage-credentials": credentials})
+    return json_response(answer)
