@@ -100,7 +100,13 @@ class DeltaSource(_Strict):
     delta: str
 
 
-Source = IcebergSource | DeltaSource
+class ViewSource(_Strict):
+    """Another maintained view of this config, read through its Iceberg table."""
+
+    view: str
+
+
+Source = IcebergSource | DeltaSource | ViewSource
 Sink = Literal["iceberg", "delta"]
 ALL_SINKS: tuple[Sink, ...] = ("iceberg", "delta")
 DEFAULT_FULL_REFRESH_RATIO = 0.3
@@ -174,6 +180,10 @@ class Config(_Strict):
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise ValueError(f"view names must be unique; repeated: {sorted(duplicates)}")
+        for name, source in self.sources.items():
+            if isinstance(source, ViewSource) and source.view not in names:
+                raise ValueError(f"source {name!r} reads view {source.view!r}, which is not "
+                                 f"among the views {names}")
         return self
 
     def view(self, name: str) -> ViewConfig:

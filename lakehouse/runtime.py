@@ -16,7 +16,8 @@ from catalog_api import CatalogSettings
 from catalog_api.server import RunningServer, serve_in_thread
 from ivm import ViewPlan, compile_view, referenced_sources
 from lakehouse.catalog_client import catalog_answers
-from lakehouse.config import Config, DeltaSource, ViewConfig
+from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
+from lakehouse.dag import refresh_order
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, refresh_view
 from lakehouse.sources.arrow_bridge import ArrowBridge
@@ -47,6 +48,8 @@ class Runtime(AbstractContextManager["Runtime"]):
 
     def __init__(self, config: Config, *, start_embedded_catalog: bool = True):
         self.config = config
+        for view in config.views:  # a cycle between views is refused before anything starts
+            refresh_order(config, view)
         self.server: RunningServer | None = None
         if config.catalog.embedded and start_embedded_catalog and not catalog_answers(
                 config.catalog_uri):
@@ -69,11 +72,12 @@ class Runtime(AbstractContextManager["Runtime"]):
         self._plans: dict[str, ViewPlan] = {}
         self.metrics = RefreshMetrics()
 
-    def _reader(self, name: str, source: object) -> SourceReader:
+    def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
             return DeltaSourceReader(self.bridge, name, source.delta)
+        identifier = source.view if isinstance(source, ViewSource) else source.iceberg
         return IcebergSourceReader(self.spark, self.catalog, self.config.spark.catalog_name,
-                                   name, source.iceberg)  # type: ignore[attr-defined]
+                                   name, identifier)
 
     def plan(self, view: ViewConfig) -> ViewPlan:
         """The compiled plan of ``view`` (compiled once, against the sources' schemas).
@@ -106,12 +110,21 @@ class Runtime(AbstractContextManager["Runtime"]):
         return f"{self.config.warehouse.rstrip('/')}/delta/{namespace}/{table}"
 
     def refresh(self, view: ViewConfig) -> RefreshResult:
-        """Run one tick of ``view`` now (skipped when no source advanced).
+        """Run one tick of ``view`` now, after the views it reads.
+
+        A view none of whose sources advanced is skipped.
 
         Raises:
             ivm.IvmError: The view's SQL does not compile.
+            lakehouse.errors.ConfigError: Views read each other in a cycle.
             lakehouse.errors.RefreshError: A source or sink failed.
         """
+        *upstream, _ = refresh_order(self.config, view)
+        for before in upstream:
+            self._refresh_one(before)
+        return self._refresh_one(view)
+
+    def _refresh_one(self, view: ViewConfig) -> RefreshResult:
         started_s = time.time()
         try:
             result = refresh_view(view, self.plan(view), self.readers, self.sinks(view))

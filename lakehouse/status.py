@@ -44,8 +44,8 @@ def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
     try:
         if isinstance(source, DeltaSource):
             return DeltaTable(source.delta).version()
-        assert isinstance(source, IcebergSource)
-        return catalog.load_table(source.iceberg).metadata.current_snapshot_id
+        identifier = source.iceberg if isinstance(source, IcebergSource) else source.view
+        return catalog.load_table(identifier).metadata.current_snapshot_id
     except (TableNotFoundError, NoSuchTableError):
         return None
 

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from ivm import SourceInput, recompute
 from lakehouse.cli import app
 from lakehouse.config import Config, parse_config
+from lakehouse.errors import ConfigError
 from lakehouse.refresh import current_frontier
 from lakehouse.runtime import Runtime
 from lakehouse.spark.arrow import to_arrow
@@ -136,6 +137,54 @@ def test_auto_policy_recomputes_a_large_change_in_full(
     assert large.mode == "full"
     assert "full_refresh_ratio" in (large.reason or "")
     assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, runtime.config)
+
+
+def test_a_diamond_of_views_refreshes_upstream_first(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg"])
+    data["sources"].update({  # type: ignore[attr-defined]
+        "by_carrier": {"view": f"{namespace}.by_carrier"},
+        "busy": {"view": f"{namespace}.busy"}, "named": {"view": f"{namespace}.named"}})
+    data["views"] += [  # type: ignore[operator]
+        {"name": f"{namespace}.busy", "sql": "SELECT carrier, n FROM by_carrier WHERE n > 1",
+         "sinks": ["iceberg"], "refresh": "incremental"},
+        {"name": f"{namespace}.named", "sql": "SELECT name, total_delay FROM by_carrier",
+         "sinks": ["iceberg"], "refresh": "incremental"},
+        {"name": f"{namespace}.diamond", "sinks": ["iceberg"], "refresh": "incremental", "sql": (
+            "SELECT b.carrier, b.n, c.total_delay FROM busy b JOIN by_carrier x "
+            "ON b.carrier = x.carrier JOIN named c ON x.name = c.name")},
+    ]
+    runtime = Runtime(parse_config(data))
+    diamond = runtime.config.view(f"{namespace}.diamond")
+    assert runtime.refresh(diamond).mode == "full"
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 8, 3.0), ('UA', 9, 4.0)")
+    assert runtime.refresh(diamond).mode == "incremental"
+    for view in runtime.config.views:
+        plan = runtime.plan(view)
+        frontier = current_frontier(runtime.readers, plan)
+        inputs = {s: SourceInput(runtime.readers[s].snapshot(frontier.get(s)))
+                  for s in plan.sources}
+        expected = multiset(tuple(r.values()) for r in to_arrow(recompute(plan, inputs))
+                            .to_pylist())
+        assert _iceberg_rows(rest_catalog, view.name) == expected, view.name
+    assert ("UA", 3) in {row[:2] for row in _iceberg_rows(rest_catalog, diamond.name)}
+
+
+def test_views_reading_each_other_in_a_cycle_are_refused(
+    catalog_server: CatalogServerHandle, sources: tuple[str, Path],
+) -> None:
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg"])
+    data["sources"].update({"a": {"view": f"{namespace}.a"},  # type: ignore[attr-defined]
+                            "b": {"view": f"{namespace}.b"}})
+    data["views"] = [{"name": f"{namespace}.a", "sql": "SELECT * FROM b"},
+                     {"name": f"{namespace}.b", "sql": "SELECT * FROM a"}]
+    with pytest.raises(ConfigError, match="cycle") as raised:
+        Runtime(parse_config(data))
+    assert raised.value.key == "views"
 
 
 def test_status_command_prints_each_view(
