@@ -101,7 +101,7 @@ class IcebergSourceReader:
             SourceError: The table or ``new`` does not exist.
         """
         if old is None:
-            return with_weight(self.snapshot(new))
+            return consolidate(with_weight(self.snapshot(new)))
         columns = self.snapshot(new).schema
         if old == new:
             return with_weight(self.spark.createDataFrame([], columns))
