@@ -157,7 +157,8 @@ def _has_equality_deletes(table: Table, version: int) -> bool:
     """Whether snapshot ``version`` has live equality deletes (pyiceberg cannot read them)."""
     snapshot = table.metadata.snapshot_by_id(version)
     summary = snapshot.summary if snapshot is not None else None
-    return summary is None or summary.get("total-equality-deletes", "0") != "0"
+    # Summary.__getitem__ answers None for a missing key (so .get ignores its default).
+    return summary is None or (summary["total-equality-deletes"] or "0") != "0"
 
 
 def _aligned(frame: DataFrame, columns: StructType) -> list[Column]:
