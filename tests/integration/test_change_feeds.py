@@ -8,15 +8,32 @@ difference of the table's snapshots at those versions.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.expressions import EqualTo
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestWriter,
+    ManifestWriterV2,
+)
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _FastAppendFiles
+from pyiceberg.typedef import Record, TableVersion
+from pyiceberg.types import IntegerType, ListType, NestedField, StructType
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse.errors import SnapshotExpiredError, SourceError
@@ -246,6 +263,81 @@ def test_iceberg_branch_ref_and_rollback(spark, iceberg, rest_catalog, caplog) -
     with caplog.at_level(logging.WARNING, logger="lakehouse.sources.iceberg"):
         Exact(*readers).check(head, moved)
     assert "not an ancestor" in caplog.text
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    """pyiceberg's v2 manifest writer, writing a delete manifest (pyiceberg has none).
+
+    pyiceberg 0.12 declares ``equality_ids`` (field 135) as list<long>; the spec and Java
+    (which then fails with a ClassCastException) say list<int>: corrected here.
+    """
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+    def _with_partition(self, format_version: TableVersion) -> Schema:
+        schema = super()._with_partition(format_version)
+        return Schema(*[_int_equality_ids(f) if f.field_id == 2 else f for f in schema.fields])
+
+
+def _int_equality_ids(data_file: NestedField) -> NestedField:
+    assert isinstance(data_file.field_type, StructType)
+    fields = [
+        NestedField(135, "equality_ids", ListType(136, IntegerType(), element_required=True),
+                    required=False) if f.field_id == 135 else f
+        for f in data_file.field_type.fields
+    ]
+    return NestedField(data_file.field_id, data_file.name, StructType(*fields),
+                       required=data_file.required)
+
+
+class _AddDeleteFiles(_FastAppendFiles):
+    """A snapshot that adds delete files (in a delete manifest) and keeps every manifest."""
+
+    def new_manifest_writer(self, spec: PartitionSpec) -> ManifestWriter:
+        return _DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(),
+                                     self._snapshot_id, self._compression)
+
+
+def _commit_equality_delete(table: Table, ids: list[int]) -> None:
+    """Commit an equality delete file on ``id`` (field 1) deleting rows whose id is in ``ids``.
+
+    Neither Spark (position deletes only) nor pyiceberg 0.12 (copy-on-write deletes) writes
+    equality deletes, so the file and its snapshot are built with pyiceberg's low-level API
+    (Iceberg spec, "Equality Delete Files").
+    """
+    field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
+    path = f"{table.location()}/data/eq-deletes-{uuid.uuid4().hex}.parquet"
+    with table.io.new_output(path).create() as stream:
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}, pa.schema([field])), stream)
+    delete_file = DataFile.from_args(
+        content=DataFileContent.EQUALITY_DELETES, file_path=path, file_format=FileFormat.PARQUET,
+        partition=Record(), record_count=len(ids), file_size_in_bytes=len(table.io.new_input(path)),
+        equality_ids=[1], spec_id=table.spec().spec_id, _table_format_version=2,
+    )
+    with table.transaction() as transaction:
+        with _AddDeleteFiles(Operation.DELETE, transaction, table.io) as producer:
+            producer.append_data_file(delete_file)
+
+
+def test_iceberg_equality_deletes(spark, iceberg, rest_catalog) -> None:
+    table, readers = iceberg("equality", spark_reader=True)
+    reader = readers[0]
+    versions = [_sql(spark, reader, _insert(table, ROWS[:4])),
+                _sql(spark, reader, _insert(table, ROWS[4:] + ROWS[:1]))]
+    _commit_equality_delete(rest_catalog.load_table(reader.identifier), [1, 6])
+    versions.append(reader.current_version())
+    assert reader._table().metadata.snapshot_by_id(versions[-1]).summary[
+        "total-equality-deletes"] == "2"
+    versions.append(_sql(spark, reader, _insert(table, ROWS[:1])))  # after: not deleted
+    exact = Exact(*readers)
+    exact.steps(versions)
+    assert exact.check(versions[1], versions[2]) == {
+        normal_row(ROWS[0]): -2, normal_row(ROWS[5]): -1}
 
 
 # --- Delta ---------------------------------------------------------------------------------
