@@ -382,3 +382,18 @@ def test_delta_compaction_is_no_change_and_vacuum_raises(spark, tmp_path: Path) 
     with pytest.raises(SnapshotExpiredError) as error:
         reader.change_feed(0, 4)
     assert error.value.version == 0 and "vacuum" in str(error.value).lower()
+
+
+def test_delta_change_data_feed_enabled_midway(spark, tmp_path: Path, caplog) -> None:
+    path = str(tmp_path / "delta")
+    write_deltalake(path, _delta_rows(ROWS))
+    DeltaTable(path).delete("id = 1")  # version 1, no change data feed
+    DeltaTable(path).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
+    DeltaTable(path).delete("id = 2")  # version 3, with a change data feed
+    reader = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", path)
+    exact = Exact(reader)
+    with caplog.at_level(logging.WARNING, logger="lakehouse.sources.delta"):
+        exact.check(2, 3)
+        assert "change data feed" not in caplog.text
+        exact.check(0, 3)
+        assert "no change data feed from version 1 to 3" in caplog.text
