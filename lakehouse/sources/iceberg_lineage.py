@@ -59,7 +59,8 @@ def lineage(metadata: TableMetadata, old: int, new: int, *, source: str) -> Line
         parent = current.parent_snapshot_id
         if parent is None:
             return Lineage(
-                None, f"snapshot {old} is not an ancestor of {new} (rollback or moved ref)")
+                None, f"snapshot {old} is not an ancestor of {new} (rollback, moved ref, or "
+                "snapshots in between expired: removing one clears its child's parent id)")
         current = metadata.snapshot_by_id(parent)
         if current is None:
             return Lineage(None, f"snapshot {parent} between {old} and {new} was expired")

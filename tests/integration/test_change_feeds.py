@@ -239,6 +239,23 @@ def test_iceberg_expired_snapshot_raises(spark, iceberg) -> None:
         reader.change_feed(middle, new)
 
 
+def test_iceberg_expired_snapshot_inside_the_range(spark, iceberg, caplog) -> None:
+    """Only a snapshot between old and new expired: both ends remain, so compare them."""
+    table, readers = iceberg("expired_inside")
+    reader = readers[0]
+    old = _sql(spark, reader, _insert(table, ROWS[:2]))
+    middle = _sql(spark, reader, _insert(table, ROWS[2:4]))
+    new = _sql(spark, reader, f"DELETE FROM {table} WHERE id = 1")
+    spark.sql(f"CALL lakehouse.system.expire_snapshots(table => '{reader.identifier}', "
+              f"snapshot_ids => array({middle}))")
+    assert reader._table().metadata.snapshot_by_id(middle) is None
+    with caplog.at_level(logging.WARNING, logger="lakehouse.sources.iceberg"):
+        assert Exact(reader).check(old, new) == {
+            normal_row(ROWS[0]): -1, normal_row(ROWS[2]): 1, normal_row(ROWS[3]): 1}
+    assert f"snapshot {old} is not an ancestor of {new}" in caplog.text
+    assert "snapshots in between expired" in caplog.text
+
+
 def test_iceberg_branch_ref_and_rollback(spark, iceberg, rest_catalog, caplog) -> None:
     table, readers = iceberg("refs", spark_reader=True)
     main = readers[0]
