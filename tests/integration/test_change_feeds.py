@@ -286,7 +286,8 @@ class _DeleteManifestWriter(ManifestWriterV2):
     """pyiceberg's v2 manifest writer, writing a delete manifest (pyiceberg has none).
 
     pyiceberg 0.12 declares ``equality_ids`` (field 135) as list<long>; the spec and Java
-    (which then fails with a ClassCastException) say list<int>: corrected here.
+    (which then fails with a ClassCastException) say list<int>: corrected here
+    (apache/iceberg-python#3840, fixed upstream by #3842 after 0.12).
     """
 
     def content(self) -> ManifestContent:
