@@ -44,11 +44,9 @@ class ChangedFiles:
     Attributes:
         paths: Data file paths; every other file has the same rows at both snapshots
             (or, for replace snapshots left out, the same rows in total).
-        equality_deletes: Whether an equality delete file was added or removed.
     """
 
     paths: set[str]
-    equality_deletes: bool = False
 
 
 def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot]) -> ChangedFiles:
@@ -99,8 +97,7 @@ def _add_entry(result: ChangedFiles, metadata: TableMetadata, io: FileIO, snapsh
         result.paths.add(data_file.file_path)
     elif data_file.content == DataFileContent.POSITION_DELETES:
         result.paths.update(position_delete_targets(io, data_file))
-    else:
-        result.equality_deletes = True
+    else:  # equality deletes
         parent = (metadata.snapshot_by_id(snapshot.parent_snapshot_id)
                   if snapshot.parent_snapshot_id is not None else None)
         if parent is not None:
