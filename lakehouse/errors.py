@@ -49,3 +49,20 @@ class RefreshError(LakehouseError):
     def __init__(self, message: str, *, view: str):
         self.view = view
         super().__init__(f"view {view!r}: {message}")
+
+
+class SnapshotExpiredError(SourceError):
+    """A version a change feed starts from (or passes through) is gone from the source.
+
+    Iceberg ``expire_snapshots`` or Delta ``VACUUM``/log cleanup removed the metadata or
+    the files that the change since ``version`` needs. The change cannot be read; only a
+    full refresh of the view (recompute from the current snapshot) can catch up.
+
+    Attributes:
+        source: The source's name in the config.
+        version: The expired Iceberg snapshot id or Delta version.
+    """
+
+    def __init__(self, message: str, *, source: str, version: int):
+        self.version = version
+        super().__init__(f"{message}; a full refresh is needed", source=source)

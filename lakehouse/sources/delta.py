@@ -1,10 +1,15 @@
 """Delta sources read with delta-rs, handed to Spark as DataFrames.
 
 The change feed is Delta's change data feed (``delta.enableChangeDataFeed``),
-read with ``DeltaTable.load_cdf`` (Delta protocol, "Change Data Files").
+read with ``DeltaTable.load_cdf`` (Delta protocol, "Change Data Files"), or, for versions
+without it, the difference of the versions' data files (``delta_files``).
 """
 
 from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,8 +18,13 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import DataFrame
 
 from ivm import WEIGHT, consolidate, with_weight
-from lakehouse.errors import SourceError
+from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
+from lakehouse.sources.delta_files import file_change
+
+log = logging.getLogger(__name__)
+# How delta-rs and pyarrow word a data file that is gone.
+_MISSING = re.compile(r"not found|no such file", re.IGNORECASE)
 
 _CHANGE_WEIGHT = {"insert": 1, "delete": -1, "update_preimage": -1, "update_postimage": 1}
 _CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -60,25 +70,66 @@ class DeltaSourceReader:
     def change_feed(self, old: int | None, new: int) -> DataFrame:
         """The change between two versions as a consolidated Z-set.
 
+        Reads Delta's change data feed when it is on over the whole range; otherwise
+        compares the versions' data files (:mod:`lakehouse.sources.delta_files`, which
+        reads whole rewritten files: costlier, so it logs a warning).
+
         Returns:
             The table's columns plus ``_weight`` (int64).
 
         Raises:
-            SourceError: The change data feed is off or does not cover the range.
+            SnapshotExpiredError: Files or log entries the change needs were vacuumed or
+                cleaned up; only a full refresh can catch up.
+            SourceError: The table or a version cannot be read.
         """
         if old is None:
-            return with_weight(self.snapshot(new))
+            return consolidate(with_weight(self.snapshot(new)))
+        if old == new:
+            return with_weight(self.snapshot(new).limit(0))
+        if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
+            changes = self._read_or_expired(old, lambda: self._cdf(old, new))
+        else:
+            log.warning(
+                "source %r: no change data feed from version %s to %s "
+                "(delta.enableChangeDataFeed off); comparing the versions' data files instead, "
+                "which reads every rewritten file whole", self.name, old + 1, new)
+            before, after = self._at(old), self._at(new)
+            changes = self._read_or_expired(old, lambda: file_change(before, after))
+        return consolidate(self.bridge.to_spark(changes))
+
+    def _at(self, version: int) -> DeltaTable:
+        """The table at ``version``; SnapshotExpiredError when its log is gone."""
         try:
-            reader = self._table().load_cdf(starting_version=old + 1, ending_version=new)
-            changes = pa.table(reader.read_all())
+            return DeltaTable(self.uri, version=version, storage_options=self.storage_options)
         except DeltaError as error:
-            raise SourceError(
-                f"change data feed from version {old + 1} to {new} unavailable: {error}",
-                source=self.name,
-            ) from None
+            self._table()  # the table itself exists: the version's log was cleaned up
+            raise SnapshotExpiredError(
+                f"version {version} can no longer be loaded (log cleaned up: {error})",
+                source=self.name, version=version) from None
+
+    def _change_data_feed_on(self, version: int) -> bool:
+        configuration = self._at(version).metadata().configuration
+        return configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
+
+    def _cdf(self, old: int, new: int) -> pa.Table:
+        """Delta's change data feed of versions ``old + 1`` to ``new`` as an Arrow Z-set."""
+        reader = self._table().load_cdf(starting_version=old + 1, ending_version=new)
+        changes = pa.table(reader.read_all())
         weights = _weights(changes["_change_type"])
         data = changes.drop_columns([c for c in _CDF_COLUMNS if c in changes.column_names])
-        return consolidate(self.bridge.to_spark(data.append_column(WEIGHT, weights)))
+        return data.append_column(WEIGHT, weights)
+
+    def _read_or_expired(self, old: int, read: Callable[[], pa.Table]) -> pa.Table:
+        """Run ``read``; a missing data file means a VACUUM removed it."""
+        try:
+            return read()
+        except Exception as error:  # delta-rs raises bare Exception through Arrow streams
+            if isinstance(error, FileNotFoundError) or _MISSING.search(str(error)):
+                raise SnapshotExpiredError(
+                    f"a data file the change since version {old} needs was removed by VACUUM "
+                    f"({error})", source=self.name, version=old) from None
+            raise SourceError(f"change since version {old} unavailable: {error}",
+                              source=self.name) from None
 
 
 def _weights(change_type: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -1,22 +1,35 @@
 """Iceberg sources read by Spark through the REST catalog.
 
-The change feed comes from Iceberg's ``create_changelog_view`` procedure (appends
-and copy-on-write deletes, updates and MERGE; Iceberg Spark procedures docs).
+The change feed is computed from the table's metadata, snapshot by snapshot, for every
+kind of commit (append, overwrite, copy-on-write and merge-on-read delete/update/MERGE,
+position and equality deletes; replace is skipped): :mod:`lakehouse.sources.iceberg_files`
+finds the data files whose live rows changed, and the change is the rows of those files
+at the new snapshot (+1) minus their rows at the old snapshot (-1), consolidated. Rows of
+files nobody touched are the same on both sides and are never read.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyspark.sql import DataFrame, SparkSession
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
-from ivm import WEIGHT, consolidate, with_weight
+from ivm import consolidate, with_weight
 from lakehouse.errors import SourceError
+from lakehouse.sources.arrow_bridge import ArrowBridge
+from lakehouse.sources.iceberg_files import changed_files
+from lakehouse.sources.iceberg_lineage import lineage
 
-_CHANGE_WEIGHT = {"INSERT": 1, "DELETE": -1, "UPDATE_AFTER": 1, "UPDATE_BEFORE": -1}
+log = logging.getLogger(__name__)
 
 
 class IcebergSourceReader:
@@ -28,28 +41,44 @@ class IcebergSourceReader:
         catalog_name: The Spark catalog name.
         name: The source's name in the config.
         identifier: ``namespace.table``.
+        ref: The branch or tag whose head is the current version.
+        bridge: When given, changed files are read by pyiceberg (only those files) and
+            handed to Spark through it; otherwise Spark scans the table and filters on
+            the ``_file`` metadata column (exact, but reads every file).
     """
 
     def __init__(
-        self, spark: SparkSession, catalog: Catalog, catalog_name: str, name: str, identifier: str
+        self, spark: SparkSession, catalog: Catalog, catalog_name: str, name: str, identifier: str,
+        *, ref: str = "main", bridge: ArrowBridge | None = None,
     ):
         self.spark = spark
         self.catalog = catalog
         self.name = name
         self.identifier = identifier
         self.table_name = f"{catalog_name}.{identifier}"
+        self.ref = ref
+        self.bridge = bridge
 
-    def current_version(self) -> int | None:
-        """The current snapshot id of the table (None when it has no snapshot).
-
-        Raises:
-            SourceError: The table does not exist in the catalog.
-        """
+    def _table(self) -> Table:
         try:
-            table = self.catalog.load_table(self.identifier)
+            return self.catalog.load_table(self.identifier)
         except NoSuchTableError:
             raise SourceError(f"no Iceberg table {self.identifier!r}", source=self.name) from None
-        return table.metadata.current_snapshot_id
+
+    def current_version(self) -> int | None:
+        """The snapshot id at the head of the reader's ref (None when the table has none).
+
+        Raises:
+            SourceError: The table does not exist, or has snapshots but no such ref.
+        """
+        metadata = self._table().metadata
+        ref = metadata.refs.get(self.ref)
+        if ref is not None:
+            return ref.snapshot_id
+        if self.ref == "main" and not metadata.snapshots:
+            return None
+        raise SourceError(f"table {self.identifier!r} has no branch or tag {self.ref!r}",
+                          source=self.name)
 
     def snapshot(self, version: int | None) -> DataFrame:
         """The table's rows at snapshot ``version`` (time travel)."""
@@ -60,21 +89,80 @@ class IcebergSourceReader:
     def change_feed(self, old: int | None, new: int) -> DataFrame:
         """The change between two snapshots as a consolidated Z-set.
 
+        Args:
+            old: The snapshot the change starts after (None: before the first one).
+            new: The snapshot the change ends at.
+
         Returns:
-            The table's columns plus ``_weight`` (int64).
+            The table's columns at ``new`` plus ``_weight`` (int64).
+
+        Raises:
+            SnapshotExpiredError: ``old`` was expired; only a full refresh can catch up.
+            SourceError: The table or ``new`` does not exist.
         """
         if old is None:
-            return with_weight(self.snapshot(new))
-        view = re.sub(r"\W", "_", f"__changes_{self.name}_{old}_{new}")
-        self.spark.sql(
-            f"CALL {self.table_name.split('.')[0]}.system.create_changelog_view("
-            f"table => '{self.identifier}', changelog_view => '{view}', "
-            f"options => map('start-snapshot-id', '{old}', 'end-snapshot-id', '{new}'))"
-        )
-        changes = self.spark.table(view)
-        columns = [c for c in changes.columns if not c.startswith("_change") and
-                   c != "_commit_snapshot_id"]
-        weight = F.lit(None).cast("bigint")
-        for change, value in _CHANGE_WEIGHT.items():
-            weight = F.when(F.col("_change_type") == change, F.lit(value)).otherwise(weight)
-        return consolidate(changes.select(*columns, weight.cast("bigint").alias(WEIGHT)))
+            return consolidate(with_weight(self.snapshot(new)))
+        columns = self.snapshot(new).schema
+        if old == new:
+            return with_weight(self.spark.createDataFrame([], columns))
+        table = self._table()
+        chain = lineage(table.metadata, old, new, source=self.name)
+        paths: set[str] | None = None
+        if chain.snapshots is None:
+            log.warning("source %r: %s; comparing whole snapshots %s and %s (reads the table "
+                        "twice)", self.name, chain.reason, old, new)
+        else:
+            paths = changed_files(table.metadata, table.io, chain.snapshots).paths
+            if not paths:
+                return with_weight(self.spark.createDataFrame([], columns))
+        schema = _snapshot_schema(table, new)
+        added = with_weight(self._rows(table, new, paths, columns, schema), 1)
+        removed = with_weight(self._rows(table, old, paths, columns, schema), -1)
+        return consolidate(added.unionByName(removed))
+
+    def _rows(self, table: Table, version: int, paths: set[str] | None, columns: StructType,
+              schema: Schema) -> DataFrame:
+        """Live rows at ``version`` of the data files ``paths`` (all for None), as ``columns``."""
+        if self.bridge is not None and not _has_equality_deletes(table, version):
+            frame = self.bridge.to_spark(_arrow_rows(table, version, paths, schema))
+        else:
+            frame = self.snapshot(version)
+            if paths is not None:
+                frame = frame.where(F.col("_file").isin(sorted(paths)))
+        return frame.select(*_aligned(frame, columns))
+
+
+def _arrow_rows(table: Table, version: int, paths: set[str] | None, schema: Schema) -> pa.Table:
+    """Read with pyiceberg only the data files ``paths`` (position deletes applied).
+
+    Columns are projected by field id onto ``schema``, so renamed columns keep their
+    values and columns added later read as null.
+    """
+    tasks = [task for task in table.scan(snapshot_id=version).plan_files()
+             if paths is None or task.file.file_path in paths]
+    return ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(tasks)
+
+
+def _snapshot_schema(table: Table, version: int) -> Schema:
+    """The Iceberg schema snapshot ``version`` was written with (what Spark reads it as)."""
+    snapshot = table.metadata.snapshot_by_id(version)
+    if snapshot is not None and snapshot.schema_id is not None:
+        schema = table.metadata.schema_by_id(snapshot.schema_id)
+        if schema is not None:
+            return schema
+    return table.schema()
+
+
+def _has_equality_deletes(table: Table, version: int) -> bool:
+    """Whether snapshot ``version`` has live equality deletes (pyiceberg cannot read them)."""
+    snapshot = table.metadata.snapshot_by_id(version)
+    summary = snapshot.summary if snapshot is not None else None
+    # Summary.__getitem__ answers None for a missing key (so .get ignores its default).
+    return summary is None or (summary["total-equality-deletes"] or "0") != "0"
+
+
+def _aligned(frame: DataFrame, columns: StructType) -> list[Column]:
+    """``columns`` taken from ``frame`` by name and cast (null where ``frame`` lacks one)."""
+    present = set(frame.columns)
+    return [(F.col(f.name) if f.name in present else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in columns.fields]
