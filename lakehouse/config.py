@@ -82,9 +82,15 @@ class SparkConfig(_Strict):
 
 
 class IcebergSource(_Strict):
-    """An Iceberg table read through the catalog, by identifier ``namespace.table``."""
+    """An Iceberg table read through the catalog, by identifier ``namespace.table``.
+
+    Attributes:
+        iceberg: The table's identifier.
+        ref: The branch or tag whose snapshots are followed.
+    """
 
     iceberg: str
+    ref: str = "main"
 
     @field_validator("iceberg")
     @classmethod

@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 
 from ivm import WEIGHT, NotIncrementalError, SourceInput, ViewPlan, recompute, view_delta
 from lakehouse.config import ViewConfig
-from lakehouse.errors import RefreshError
+from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.sources.base import SourceReader
 from lakehouse.spark.arrow import to_arrow
 from sinks.delta import DeltaSink
@@ -103,9 +103,13 @@ def _refresh_group(
     view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks,
     old: dict[str, int] | None, new: dict[str, int], kinds: list[str], result: RefreshResult,
 ) -> None:
-    inputs = _inputs(readers, plan, old or {}, new)
+    expired: str | None = None
     try:
-        full_reason = _full_reason(view, plan, old)
+        inputs = _inputs(readers, plan, old or {}, new)
+    except SnapshotExpiredError as error:  # the change is gone: recompute from the new snapshot
+        inputs, expired = _inputs(readers, plan, {}, new), str(error)
+    try:
+        full_reason = expired or _full_reason(view, plan, old)
         changed_rows = 0
         if full_reason is None:
             changed_rows = sum(i.delta.count() for i in inputs.values() if i.delta is not None)
@@ -164,10 +168,11 @@ def _inputs(
         reader = readers[name]
         before, after = old.get(name), new.get(name)
         changed = after is not None and before != after
+        delta = reader.change_feed(before, after) if changed and after is not None else None
         inputs[name] = SourceInput(
             new=reader.snapshot(after),
             old=reader.snapshot(before) if before is not None else None,
-            delta=reader.change_feed(before, after) if changed and after is not None else None,
+            delta=delta,
         )
     return inputs
 

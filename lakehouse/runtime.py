@@ -75,9 +75,12 @@ class Runtime(AbstractContextManager["Runtime"]):
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
             return DeltaSourceReader(self.bridge, name, source.delta)
-        identifier = source.view if isinstance(source, ViewSource) else source.iceberg
+        if isinstance(source, ViewSource):
+            identifier, ref = source.view, "main"
+        else:
+            identifier, ref = source.iceberg, source.ref
         return IcebergSourceReader(self.spark, self.catalog, self.config.spark.catalog_name,
-                                   name, identifier)
+                                   name, identifier, ref=ref, bridge=self.bridge)
 
     def plan(self, view: ViewConfig) -> ViewPlan:
         """The compiled plan of ``view`` (compiled once, against the sources' schemas).
