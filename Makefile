@@ -19,7 +19,7 @@ demo: env
 	$(BIN)/lakehouse demo --dir demo
 
 test: env
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 lint: env
 	$(BIN)/ruff check lakehouse ivm sinks catalog_api tests

@@ -20,6 +20,26 @@ def catalog_answers(uri: str) -> bool:
         return False
 
 
+DELTA_COPY_SUFFIX = "_delta"
+"""A view's Delta copy is the generic table ``<namespace>.<table>_delta`` (names are shared
+by Iceberg tables and generic tables, so the copy cannot reuse the view's name)."""
+
+
+def register_delta_copy(catalog_uri: str, view: str, location: str) -> None:
+    """List a view's Delta copy in the catalog as a Polaris generic table (format delta).
+
+    An existing entry is kept. Raises ``httpx.HTTPStatusError`` on any other refusal.
+    """
+    namespace, table = view.rsplit(".", 1)
+    body = {"name": f"{table}{DELTA_COPY_SUFFIX}", "format": "delta", "base-location": location,
+            "doc": f"Delta copy of the maintained view {view}",
+            "properties": {"lakehouse.view": view}}
+    response = httpx.post(
+        f"{catalog_uri}/polaris/v1/namespaces/{namespace}/generic-tables", json=body, timeout=10.0)
+    if response.status_code != 409:
+        response.raise_for_status()
+
+
 @contextmanager
 def open_catalog(config: Config) -> Iterator[Catalog]:
     """A pyiceberg client of the configured catalog.

@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 from ivm import WEIGHT, NotIncrementalError, SourceInput, ViewPlan, recompute, view_delta
 from lakehouse.config import ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
+from lakehouse.failpoints import failpoint
 from lakehouse.sources.base import SourceReader
 from lakehouse.spark.arrow import to_arrow
 from sinks.delta import DeltaSink
@@ -179,19 +180,25 @@ def _inputs(
 
 def _apply(sinks: ViewSinks, kinds: list[str], delta: DataFrame, plan: ViewPlan,
            frontier: dict[str, int]) -> None:
+    failpoint("before-iceberg-commit")
     if "iceberg" in kinds and sinks.iceberg is not None:
         sinks.iceberg.ensure_table(_data_schema(delta))
         sinks.iceberg.apply(delta, plan.key, frontier)
+    failpoint("between-sink-commits")
     if "delta" in kinds and sinks.delta is not None:
         sinks.delta.apply(to_arrow(delta), plan.key, frontier)
+    failpoint("after-sink-commits")
 
 
 def _replace(sinks: ViewSinks, kinds: list[str], rows: DataFrame, frontier: dict[str, int]) -> None:
+    failpoint("before-iceberg-commit")
     if "iceberg" in kinds and sinks.iceberg is not None:
         sinks.iceberg.ensure_table(rows.schema)
         sinks.iceberg.replace(rows, frontier)
+    failpoint("between-sink-commits")
     if "delta" in kinds and sinks.delta is not None:
         sinks.delta.replace(to_arrow(rows), frontier)
+    failpoint("after-sink-commits")
 
 
 def _data_schema(delta: DataFrame) -> StructType:

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from catalog_api import CatalogSettings
 from catalog_api.server import RunningServer, serve_in_thread
 from ivm import ViewPlan, compile_view, referenced_sources
-from lakehouse.catalog_client import catalog_answers
+from lakehouse.catalog_client import catalog_answers, register_delta_copy
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
 from lakehouse.metrics import RefreshMetrics
@@ -71,6 +71,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         }
         self._plans: dict[str, ViewPlan] = {}
         self.metrics = RefreshMetrics()
+        self._listed_delta_copies: set[str] = set()
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
@@ -137,6 +138,12 @@ class Runtime(AbstractContextManager["Runtime"]):
         finally:
             self.bridge.clear()
         self.metrics.record(result, started_s)
+        if "delta" in result.sinks and view.name not in self._listed_delta_copies:
+            location = self.delta_uri(view)
+            if self.config.warehouse_is_local:
+                location = Path(location).as_uri()
+            register_delta_copy(self.config.catalog_uri, view.name, location)
+            self._listed_delta_copies.add(view.name)
         return result
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pyarrow as pa
 import pytest
 import yaml
@@ -96,6 +97,9 @@ def test_restarts_resume_and_a_sink_left_behind_catches_up(
     assert (first.mode, sorted(first.sinks)) == ("full", ["delta", "iceberg"])
     delta_uri = both.delta_uri(view)
     initial_version = DeltaTable(delta_uri).version()
+    listed = httpx.get(f"{catalog_server.uri}/polaris/v1/namespaces/{namespace}/generic-tables/"
+                       f"by_carrier_delta").json()["table"]
+    assert (listed["format"], listed["base-location"]) == ("delta", Path(delta_uri).as_uri())
 
     spark.sql(f"INSERT INTO {flights} VALUES ('UA', 5, 12.0), ('AA', 6, 1.0)")
     DeltaTable(str(airlines)).update({"name": "'United Airlines'"}, predicate="carrier = 'UA'")
