@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -42,6 +43,7 @@ class DeltaSink:
         self.uri = uri
         self.app_id = app_id
         self.storage_options = storage_options
+        self._base: DeltaTable | None = None
 
     def _table(self) -> DeltaTable | None:
         try:
@@ -50,8 +52,13 @@ class DeltaSink:
             return None
 
     def frontier(self) -> dict[str, int] | None:
-        """The frontier of the table's latest commit; None before the first commit."""
-        table = self._table()
+        """The frontier of the table's latest commit; None before the first commit.
+
+        The version read here is the base of this sink's next commit, which is made
+        without retries: if another refresh committed in between, the commit fails
+        instead of being re-applied on top of the other one.
+        """
+        table = self._base = self._table()
         if table is None:
             return None
         for commit in table.history(1):
@@ -69,11 +76,11 @@ class DeltaSink:
         Raises:
             SinkError: The commit failed; the table is unchanged.
         """
-        table = self._table()
-        data = delta.drop_columns([WEIGHT])
-        only_inserts = pc.min(delta[WEIGHT]).as_py() in (None, 1) and key is None
+        table = self._base_table()
+        lowest = pc.min(delta[WEIGHT]).as_py()
+        only_inserts = key is None and (lowest is None or lowest > 0)
         if table is None or delta.num_rows == 0 or only_inserts:
-            self._write(data, "append", frontier)
+            self._write(_expanded(delta), "append", frontier)
             return
         source = (_keyed_source(delta, key) if key is not None
                   else _multiset_source(delta, table))
@@ -83,12 +90,17 @@ class DeltaSink:
         """Replace the table's content by ``rows`` in one commit (full refresh)."""
         self._write(rows, "overwrite", frontier)
 
+    def _base_table(self) -> DeltaTable | None:
+        """The table as of :meth:`frontier` (or now, if the frontier was not read)."""
+        return self._base if self._base is not None else self._table()
+
     def _properties(self, frontier: Frontier) -> CommitProperties:
-        table = self._table()
+        table = self._base_table()
         version = (table.transaction_version(self.app_id) or 0) + 1 if table else 1
         return CommitProperties(
             custom_metadata={FRONTIER_KEY: encode_frontier(frontier),
                              REFRESHED_AT_KEY: str(int(time.time() * 1000))},
+            max_commit_retries=0,
             app_transactions=[Transaction(app_id=self.app_id, version=version)],
         )
 
@@ -96,7 +108,7 @@ class DeltaSink:
         self, data: pa.Table, mode: Literal["append", "overwrite"], frontier: Frontier
     ) -> None:
         try:
-            write_deltalake(self.uri, data, mode=mode,
+            write_deltalake(self._base_table() or self.uri, data, mode=mode,
                             commit_properties=self._properties(frontier),
                             storage_options=self.storage_options, schema_mode=None)
         except DeltaError as error:
@@ -118,6 +130,12 @@ class DeltaSink:
              .execute())
         except DeltaError as error:
             raise SinkError(f"merge failed: {error}", table=self.uri) from error
+
+
+def _expanded(delta: pa.Table) -> pa.Table:
+    """The rows of an insert-only Z-set, each repeated as many times as its weight."""
+    weights = delta[WEIGHT].to_numpy()
+    return delta.drop_columns([WEIGHT]).take(np.repeat(np.arange(delta.num_rows), weights))
 
 
 def _keyed_source(delta: pa.Table, key: Sequence[str]) -> pa.Table:

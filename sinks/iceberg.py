@@ -7,7 +7,8 @@ Every commit is one Iceberg snapshot whose summary carries the new frontier
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -25,6 +26,7 @@ from sinks.frontier import (
     encode_frontier,
 )
 from sinks.iceberg_commit import run_with_commit_properties
+from sinks.iceberg_publish import staged_on_branch
 from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
 
 TABLE_PROPERTIES = {
@@ -52,13 +54,19 @@ class IcebergSink:
         self.identifier = identifier
         self.table_name = f"{catalog_name}.{identifier}"
         self._catalog_name = catalog_name
+        self._base_snapshot_id: int | None = None
 
     def frontier(self) -> dict[str, int] | None:
-        """The frontier of the table's current snapshot; None before the first commit."""
+        """The frontier of the table's current snapshot; None before the first commit.
+
+        The snapshot read here is the base of this sink's next commit: the commit is
+        refused if ``main`` moves in between (:mod:`sinks.iceberg_publish`).
+        """
         try:
             snapshot = self.catalog.load_table(self.identifier).current_snapshot()
         except NoSuchTableError:
             return None
+        self._base_snapshot_id = snapshot.snapshot_id if snapshot is not None else None
         if snapshot is None or snapshot.summary is None:
             return None
         return decode_frontier(snapshot.summary.additional_properties.get(FRONTIER_KEY))
@@ -84,29 +92,45 @@ class IcebergSink:
             SinkError: The commit failed; the table is unchanged.
         """
         properties = _summary(frontier)
-        if delta.isEmpty() or (key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()):
-            self._append(expand(delta), properties)
-            return
-        current = self.spark.table(self.table_name)
-        source = (keyed_merge_source(delta, key) if key is not None
-                  else multiset_merge_source(delta, current))
-        self._merge(source, key, properties)
+        with self._target() as target:
+            if delta.isEmpty() or (key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()):
+                self._append(target, expand(delta), properties)
+                return
+            current = self.spark.table(target)
+            source = (keyed_merge_source(delta, key) if key is not None
+                      else multiset_merge_source(delta, current))
+            self._merge(target, source, key, properties)
 
     def replace(self, rows: DataFrame, frontier: Frontier) -> None:
         """Replace the table's content by ``rows`` in one snapshot (full refresh)."""
-        writer = rows.writeTo(self.table_name)
-        for name, value in _summary(frontier).items():
-            writer = writer.option(f"snapshot-property.{name}", value)
-        self._guard(lambda: writer.overwrite(F.lit(True)))
+        with self._target() as target:
+            writer = rows.writeTo(target)
+            for name, value in _summary(frontier).items():
+                writer = writer.option(f"snapshot-property.{name}", value)
+            self._guard(lambda: writer.overwrite(F.lit(True)))
 
-    def _append(self, rows: DataFrame, properties: dict[str, str]) -> None:
-        writer = rows.writeTo(self.table_name)
+    @contextmanager
+    def _target(self) -> Iterator[str]:
+        """The Spark table to write: a branch published on exit, or ``main``.
+
+        ``main`` only for the first commit: an initial load overwrites everything, so a
+        concurrent one is harmless.
+        """
+        if self._base_snapshot_id is None:
+            yield self.table_name
+            return
+        with staged_on_branch(self.catalog, self.identifier, self._base_snapshot_id) as branch:
+            yield f"{self.table_name}.branch_{branch}"
+
+    def _append(self, target: str, rows: DataFrame, properties: dict[str, str]) -> None:
+        writer = rows.writeTo(target)
         for name, value in properties.items():
             writer = writer.option(f"snapshot-property.{name}", value)
         self._guard(writer.append)
 
     def _merge(
-        self, source: DataFrame, key: Sequence[str] | None, properties: dict[str, str]
+        self, target: str, source: DataFrame, key: Sequence[str] | None,
+        properties: dict[str, str],
     ) -> None:
         columns = [c for c in source.columns if c != OP]
         view = f"__merge_{self.identifier.replace('.', '_')}"
@@ -116,7 +140,7 @@ class IcebergSink:
         on = f"s.{OP} = 'delete'" + (f" AND {matched}" if matched else "")
         names = ", ".join(f"`{c}`" for c in columns)
         values = ", ".join(f"s.`{c}`" for c in columns)
-        statement = (f"MERGE INTO {self.table_name} t USING {view} s ON {on} "
+        statement = (f"MERGE INTO {target} t USING {view} s ON {on} "
                      f"WHEN MATCHED THEN DELETE "
                      f"WHEN NOT MATCHED AND s.{OP} = 'insert' "
                      f"THEN INSERT ({names}) VALUES ({values})")
