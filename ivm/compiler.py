@@ -13,9 +13,11 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 
 from ivm.checks import find_reason
 from ivm.errors import SqlParseError
+from ivm.isolate_outer_join import isolate_outer_joins
 from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
 from ivm.shape import (
@@ -97,7 +99,8 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Query:
         raise SqlParseError(str(error), view=view, fragment=sql) from error
     if not isinstance(qualified, exp.Query):
         raise SqlParseError("a view is a SELECT query", view=view, fragment=sql)
-    return merge_subqueries(_inline_ctes(qualified))
+    # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables.
+    return isolate_outer_joins(merge_subqueries(unnest_subqueries(_inline_ctes(qualified))))
 
 
 def _inline_ctes(query: exp.Query) -> exp.Query:

@@ -126,10 +126,10 @@ def join_kinds(query: exp.Select) -> list[str]:
 def outer_join(query: exp.Select) -> OuterJoin | None:
     """The block's outer join when it is a two-table outer equi-join, else None."""
     kinds = join_kinds(query)
-    tables = block_tables(query)
-    if len(kinds) != 1 or kinds[0] not in {"LEFT", "RIGHT", "FULL"} or len(tables) != 2:
+    items = block_items(query)
+    if len(kinds) != 1 or kinds[0] not in {"LEFT", "RIGHT", "FULL"} or len(items) != 2:
         return None
-    left, right = (t.alias_or_name for t in tables)
+    left, right = (item.alias_or_name for item in items)
     pairs = _equalities(query.args["joins"][0].args.get("on"), left, right)
     if not pairs:
         return None

@@ -55,6 +55,14 @@ QUERIES = [
     "SELECT n, COUNT(*) AS carriers FROM c GROUP BY n",
     "SELECT a.name, x.total FROM (SELECT carrier, SUM(dep_delay) AS total FROM flights "
     "GROUP BY carrier) x JOIN airlines a ON x.carrier = a.carrier",
+    "SELECT carrier, dep_delay FROM flights WHERE carrier IN "
+    "(SELECT carrier FROM airlines WHERE name LIKE 'Delta%')",
+    "SELECT a.carrier, a.name FROM airlines a WHERE NOT EXISTS "
+    "(SELECT * FROM flights f WHERE f.carrier = a.carrier AND f.month > 1)",
+    "SELECT f.carrier, f.month FROM flights f WHERE f.dep_delay > "
+    "(SELECT AVG(g.dep_delay) FROM flights g WHERE g.carrier = f.carrier)",
+    "SELECT f.carrier, a.name FROM flights f JOIN airlines a ON f.carrier = a.carrier "
+    "WHERE EXISTS (SELECT * FROM flights g WHERE g.carrier = a.carrier AND g.month = 3)",
 ]
 
 carriers = st.sampled_from(["AA", "UA", "DL", None])
