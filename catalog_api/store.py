@@ -58,7 +58,9 @@ class TableChangeRequest:
 
 
 def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestError) -> Identifier:
-    """Validate namespace parts: non-empty, no dots (the SQL catalog joins parts with dots).
+    """Validate namespace parts: not blank (pyiceberg refuses whitespace-only parts), no dots.
+
+    The SQL catalog joins parts with dots.
 
     Args:
         namespace: Namespace parts.
@@ -70,9 +72,11 @@ def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestEr
     Raises:
         Exception: An instance of ``error`` when the namespace is invalid.
     """
-    if not namespace or any(not part or "." in part or "\x1f" in part for part in namespace):
+    if not namespace or any(
+        not part.strip() or "." in part or "\x1f" in part for part in namespace
+    ):
         raise error(
-            f"Invalid namespace {list(namespace)}: parts must be non-empty, without '.' or 0x1F"
+            f"Invalid namespace {list(namespace)}: parts must be non-blank, without '.' or 0x1F"
         )
     return tuple(namespace)
 
