@@ -60,7 +60,7 @@ class TableChangeRequest:
 def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestError) -> Identifier:
     """Validate namespace parts: not blank (pyiceberg refuses whitespace-only parts), no dots.
 
-    The SQL catalog joins parts with dots.
+    The SQL catalog joins parts with dots; NUL cannot be part of a folder name.
 
     Args:
         namespace: Namespace parts.
@@ -73,10 +73,11 @@ def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestEr
         Exception: An instance of ``error`` when the namespace is invalid.
     """
     if not namespace or any(
-        not part.strip() or "." in part or "\x1f" in part for part in namespace
+        not part.strip() or any(c in part for c in ".\x1f\x00") for part in namespace
     ):
         raise error(
-            f"Invalid namespace {list(namespace)}: parts must be non-blank, without '.' or 0x1F"
+            f"Invalid namespace {list(namespace)}: parts must be non-blank, without '.', "
+            "0x1F or NUL"
         )
     return tuple(namespace)
 
@@ -97,6 +98,8 @@ def table_identifier(namespace: Identifier, name: str, error: type[Exception]) -
     """
     if not name:
         raise error("Table name must not be empty")
+    if "\x00" in name:  # names become folders of default locations
+        raise error(f"Invalid name {name!r}: NUL is not allowed")
     return (*check_namespace(namespace, error), name)
 
 

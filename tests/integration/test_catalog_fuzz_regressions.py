@@ -77,3 +77,29 @@ def test_undeserializable_field_default_is_bad_request(catalog_server, catalog_n
         json={"updates": [{"action": "add-schema", "schema": schema}]},
     )
     assert _error(commit, 400)["type"] == "BadRequestException"
+
+
+def _view_version(namespace: str) -> dict:
+    return {
+        "version-id": 1, "timestamp-ms": 0, "schema-id": 0, "summary": {},
+        "representations": [{"type": "sql", "sql": "SELECT 1", "dialect": "spark"}],
+        "default-namespace": [namespace],
+    }
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "\x00"])
+def test_nul_in_a_name_is_bad_request(catalog_server, catalog_namespace, name) -> None:
+    # The name becomes a folder of the default location: no file system takes a NUL.
+    base = f"{catalog_server.uri}/v1/namespaces"
+    namespace = httpx.post(base, json={"namespace": [name]})
+    assert _error(namespace, 400)["type"] == "BadRequestException"
+    schema = {"type": "struct", "schema-id": 0, "fields": []}
+    table = httpx.post(f"{base}/{catalog_namespace}/tables", json={"name": name, "schema": schema})
+    assert _error(table, 400)["type"] == "BadRequestException"
+    view = httpx.post(
+        f"{base}/{catalog_namespace}/views",
+        json={"name": name, "schema": schema, "view-version": _view_version(catalog_namespace)},
+    )
+    assert _error(view, 400)["type"] == "BadRequestException"
+    assert httpx.get(f"{base}/{catalog_namespace}/tables").json()["identifiers"] == []
+    assert httpx.get(f"{base}/{catalog_namespace}/views").json()["identifiers"] == []
