@@ -1,9 +1,10 @@
 """Property-based fuzzing of the catalog with schemathesis, from the vendored REST spec 1.11.0.
 
 Every operation of ``rest-catalog-open-api.yaml`` gets ``MAX_EXAMPLES`` generated requests
-(valid and invalid, derandomized: the same requests on every run) sent to the real server on
-loopback. Checks: no 5xx (``not_a_server_error``) and every answer conforms to the spec's
-response schema for its status (``response_schema_conformance``).
+(valid and invalid, derandomized: the same requests on every run), half of them naming a seeded
+namespace and table, sent to the real server on loopback. Checks: no 5xx
+(``not_a_server_error``) and every answer conforms to the spec's response schema for its
+status (``response_schema_conformance``).
 
 The server sends no ``prefix`` in ``GET /v1/config``, so the spec's ``/v1/{prefix}/x`` is
 served at ``/v1/x`` (spec: "prefix" is only present when the config answer sets it): the
@@ -13,11 +14,14 @@ schema is loaded with the ``{prefix}`` segment and parameter removed.
 from __future__ import annotations
 
 import copy
+import os
 import uuid
+from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pyarrow as pa
 import pytest
 import schemathesis
@@ -26,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyiceberg.catalog.rest import RestCatalog
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 SPEC_IN_SHARED = Path("shared/iceberg-rest-spec/rest-catalog-open-api.yaml")
@@ -33,7 +38,8 @@ SPEC_IN_SHARED = Path("shared/iceberg-rest-spec/rest-catalog-open-api.yaml")
 SPEC_PATH_CANDIDATES = tuple(
     folder / SPEC_IN_SHARED for folder in Path(__file__).resolve().parents[3:5]
 )
-MAX_EXAMPLES = 150
+# Examples per operation; a deeper run: LAKEHOUSE_FUZZ_EXAMPLES=150 (about 4 min).
+MAX_EXAMPLES = int(os.environ.get("LAKEHOUSE_FUZZ_EXAMPLES", "20"))
 PREFIX_SEGMENT = "/{prefix}"
 PREFIX_REF = "#/components/parameters/prefix"
 ERROR_MODEL = {"$ref": "#/components/schemas/ErrorModel"}
@@ -98,15 +104,20 @@ def rest_catalog(catalog_server) -> RestCatalog:  # module scope for ``seeded``
     return RestCatalog("fuzz", uri=catalog_server.uri)
 
 
-@pytest.fixture(scope="module")
-def seeded(rest_catalog: RestCatalog) -> str:
-    """A namespace holding one table with data, so that not every answer is a 404."""
+def _seed(rest_catalog: RestCatalog) -> str:
+    """A new namespace holding one table with data; returns the namespace."""
     namespace = f"fuzz_{uuid.uuid4().hex[:6]}"
     rest_catalog.create_namespace(namespace, {"owner": "fuzz"})
     data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", "b", "c"])})
     table = rest_catalog.create_table(f"{namespace}.{SEEDED_TABLE}", data.schema)
     table.append(data)
     return namespace
+
+
+@pytest.fixture(scope="module")
+def seeded(rest_catalog: RestCatalog) -> str:
+    """State for the fuzzer, so that not every answer is a 404 (it may drop or rename it)."""
+    return _seed(rest_catalog)
 
 
 def _operations() -> list[Any]:
@@ -130,7 +141,10 @@ def _naming_seeded(namespace: str) -> Any:
 
 @pytest.mark.parametrize("operation", _operations(), ids=lambda op: op.label)
 def test_spec_conformance(operation: Any, catalog_server, seeded: str) -> None:
-    strategy = st.one_of(operation.as_strategy(), operation.as_strategy(schemathesis.GenerationMode.NEGATIVE))
+    # Valid requests, and requests that break the schema (the server must answer 4xx).
+    strategy = st.one_of(
+        operation.as_strategy(), operation.as_strategy(schemathesis.GenerationMode.NEGATIVE)
+    )
     # Half of the requests name the seeded namespace/table, the other half random ones.
     cases = st.one_of(strategy, strategy.map(_naming_seeded(seeded)))
 
@@ -144,3 +158,36 @@ def test_spec_conformance(operation: Any, catalog_server, seeded: str) -> None:
         )
 
     check()
+
+
+def _load_table_case(namespace: str, table: str) -> schemathesis.Case:
+    loaded = schemathesis.openapi.from_dict(without_prefix(_raw_spec()))
+    operation = loaded["/v1/namespaces/{namespace}/tables/{table}"]["GET"]
+    return operation.Case(path_parameters={"namespace": namespace, "table": table})
+
+
+def test_the_harness_reaches_a_seeded_table(catalog_server, rest_catalog) -> None:
+    case = _load_table_case(_seed(rest_catalog), SEEDED_TABLE)
+    response = case.call_and_validate(
+        base_url=catalog_server.uri, checks=[not_a_server_error, response_schema_conformance]
+    )
+    assert response.status_code == 200
+    assert response.json()["metadata"]["current-snapshot-id"] is not None
+
+
+def _answer(catalog_server, code: int, body: dict) -> httpx.Response:
+    response = httpx.Response(
+        code, json=body, request=httpx.Request("GET", f"{catalog_server.uri}/v1/x")
+    )
+    response.elapsed = timedelta(0)
+    return response
+
+
+def test_the_checks_catch_a_bad_answer(catalog_server, seeded: str) -> None:
+    case = _load_table_case(seeded, SEEDED_TABLE)
+    bare = _answer(catalog_server, 404, {"message": "m", "type": "NoSuchTable", "code": 404})
+    with pytest.raises(FailureGroup, match="Response violates schema"):  # unwrapped ErrorModel
+        case.validate_response(bare, checks=[response_schema_conformance])
+    crash = _answer(catalog_server, 500, {"error": {"message": "m", "type": "E", "code": 500}})
+    with pytest.raises(FailureGroup, match="Server error"):
+        case.validate_response(crash, checks=[not_a_server_error])
