@@ -10,16 +10,37 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, model_validator
 from pyiceberg.catalog.rest import CreateTableRequest, RegisterTableRequest
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import TableIdentifier
 from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import TableRequirement, TableUpdate
-from pyiceberg.typedef import IcebergBaseModel, Identifier, Properties
+from pyiceberg.typedef import IcebergBaseModel, Identifier
+
+#: Namespace properties: the spec types them ``additionalProperties: {type: string}``.
+StringProperties = dict[str, str]
 
 
-class CreateTableBody(CreateTableRequest):
+class RequestBody(IcebergBaseModel):
+    """Base of request bodies: a value pyiceberg cannot type is a 400, not a 500.
+
+    Some pyiceberg validators raise ``TypeError`` (e.g. a field ``initial-default`` of a type
+    it cannot deserialize), which pydantic does not turn into a validation error.
+    """
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _type_errors_are_invalid(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Any]
+    ) -> Any:
+        try:
+            return handler(data)
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+
+
+class CreateTableBody(CreateTableRequest, RequestBody):
     """``CreateTableRequest`` with optional ``location``, ``partition-spec``, ``write-order``."""
 
     location: str | None = Field(default=None)
@@ -33,7 +54,7 @@ class RegisterTableBody(RegisterTableRequest):
     overwrite: bool = False
 
 
-class UpdateTableBody(IcebergBaseModel):
+class UpdateTableBody(RequestBody):
     """Body of ``POST .../tables/{table}``: the identifier is optional (the URL names the table)."""
 
     identifier: TableIdentifier | None = None
@@ -49,7 +70,7 @@ class TableChange(IcebergBaseModel):
     updates: tuple[TableUpdate, ...] = Field(default_factory=tuple)
 
 
-class CommitTransactionBody(IcebergBaseModel):
+class CommitTransactionBody(RequestBody):
     """Body of ``POST /v1/transactions/commit``."""
 
     table_changes: list[TableChange] = Field(alias="table-changes")
@@ -62,18 +83,18 @@ class RenameTableBody(IcebergBaseModel):
     destination: TableIdentifier
 
 
-class CreateNamespaceBody(IcebergBaseModel):
+class CreateNamespaceBody(RequestBody):
     """Body of ``POST /v1/namespaces``."""
 
     namespace: Identifier
-    properties: Properties = Field(default_factory=dict)
+    properties: StringProperties = Field(default_factory=dict)
 
 
-class UpdateNamespacePropertiesBody(IcebergBaseModel):
+class UpdateNamespacePropertiesBody(RequestBody):
     """Body of ``POST /v1/namespaces/{namespace}/properties``."""
 
     removals: list[str] = Field(default_factory=list)
-    updates: Properties = Field(default_factory=dict)
+    updates: StringProperties = Field(default_factory=dict)
 
 
 class _MetricsReport(BaseModel):

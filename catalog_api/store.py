@@ -58,7 +58,9 @@ class TableChangeRequest:
 
 
 def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestError) -> Identifier:
-    """Validate namespace parts: non-empty, no dots (the SQL catalog joins parts with dots).
+    """Validate namespace parts: not blank (pyiceberg refuses whitespace-only parts), no dots.
+
+    The SQL catalog joins parts with dots; NUL cannot be part of a folder name.
 
     Args:
         namespace: Namespace parts.
@@ -70,9 +72,12 @@ def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestEr
     Raises:
         Exception: An instance of ``error`` when the namespace is invalid.
     """
-    if not namespace or any(not part or "." in part or "\x1f" in part for part in namespace):
+    if not namespace or any(
+        not part.strip() or any(c in part for c in ".\x1f\x00") for part in namespace
+    ):
         raise error(
-            f"Invalid namespace {list(namespace)}: parts must be non-empty, without '.' or 0x1F"
+            f"Invalid namespace {list(namespace)}: parts must be non-blank, without '.', "
+            "0x1F or NUL"
         )
     return tuple(namespace)
 
@@ -93,6 +98,8 @@ def table_identifier(namespace: Identifier, name: str, error: type[Exception]) -
     """
     if not name:
         raise error("Table name must not be empty")
+    if "\x00" in name:  # names become folders of default locations
+        raise error(f"Invalid name {name!r}: NUL is not allowed")
     return (*check_namespace(namespace, error), name)
 
 

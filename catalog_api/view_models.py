@@ -26,6 +26,8 @@ from pyiceberg.table.update import (
 from pyiceberg.typedef import IcebergBaseModel
 from pyiceberg.view.metadata import ViewVersion
 
+from catalog_api.models import RequestBody
+
 
 class AddViewVersionUpdate(IcebergBaseModel):
     """``add-view-version``: add a version (its ``schema-id`` -1 means the last added schema)."""
@@ -61,7 +63,7 @@ class AssertViewUUID(IcebergBaseModel):
     uuid: uuid.UUID
 
 
-class CommitViewBody(IcebergBaseModel):
+class CommitViewBody(RequestBody):
     """Body of ``POST .../views/{view}`` (``CommitViewRequest``); the URL names the view."""
 
     identifier: TableIdentifier | None = None
@@ -69,7 +71,7 @@ class CommitViewBody(IcebergBaseModel):
     updates: tuple[ViewUpdate, ...]
 
 
-class CreateViewBody(CreateViewRequest):
+class CreateViewBody(CreateViewRequest, RequestBody):
     """``CreateViewRequest`` whose ``location`` may be omitted (the server picks one)."""
 
     location: str | None = Field(default=None)
