@@ -92,7 +92,7 @@ class IcebergSink:
             SinkError: The commit failed; the table is unchanged.
         """
         properties = _summary(frontier)
-        with self._target() as target:
+        with self._target(properties) as target:
             if delta.isEmpty() or (key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()):
                 self._append(target, expand(delta), properties)
                 return
@@ -103,23 +103,28 @@ class IcebergSink:
 
     def replace(self, rows: DataFrame, frontier: Frontier) -> None:
         """Replace the table's content by ``rows`` in one snapshot (full refresh)."""
-        with self._target() as target:
+        properties = _summary(frontier)
+        with self._target(properties) as target:
             writer = rows.writeTo(target)
-            for name, value in _summary(frontier).items():
+            for name, value in properties.items():
                 writer = writer.option(f"snapshot-property.{name}", value)
             self._guard(lambda: writer.overwrite(F.lit(True)))
 
     @contextmanager
-    def _target(self) -> Iterator[str]:
+    def _target(self, properties: dict[str, str]) -> Iterator[str]:
         """The Spark table to write: a branch published on exit, or ``main``.
 
         ``main`` only for the first commit: an initial load overwrites everything, so a
-        concurrent one is harmless.
+        concurrent one is harmless. The freshness ``properties`` become table properties
+        too (in the publishing commit; after the first one).
         """
         if self._base_snapshot_id is None:
             yield self.table_name
+            table = self.catalog.load_table(self.identifier)
+            table.transaction().set_properties(properties).commit_transaction()
             return
-        with staged_on_branch(self.catalog, self.identifier, self._base_snapshot_id) as branch:
+        with staged_on_branch(self.catalog, self.identifier, self._base_snapshot_id,
+                              properties) as branch:
             yield f"{self.table_name}.branch_{branch}"
 
     def _append(self, target: str, rows: DataFrame, properties: dict[str, str]) -> None:

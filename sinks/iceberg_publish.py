@@ -21,6 +21,7 @@ from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.update import (
     AssertRefSnapshotId,
     RemoveSnapshotRefUpdate,
+    SetPropertiesUpdate,
     SetSnapshotRefUpdate,
     TableRequirement,
     TableUpdate,
@@ -53,13 +54,17 @@ def _commit(catalog: Catalog, table: Table, requirements: tuple[TableRequirement
 
 
 @contextmanager
-def staged_on_branch(catalog: Catalog, identifier: str, base_snapshot_id: int) -> Iterator[str]:
+def staged_on_branch(
+    catalog: Catalog, identifier: str, base_snapshot_id: int, properties: dict[str, str]
+) -> Iterator[str]:
     """Yield a new branch at ``base_snapshot_id``; on exit publish its head to ``main``.
 
     Args:
         catalog: The REST catalog.
         identifier: ``namespace.table``.
         base_snapshot_id: The snapshot of ``main`` the refresh started from.
+        properties: Table properties set in the publishing commit (the freshness of the
+            view, so that table properties and data change atomically).
 
     Yields:
         The branch name; the caller's writes go to it (Spark: ``<table>.branch_<name>``).
@@ -79,7 +84,8 @@ def staged_on_branch(catalog: Catalog, identifier: str, base_snapshot_id: int) -
         head = table.metadata.refs[branch].snapshot_id
         _commit(catalog, table,
                 (_assert_ref(MAIN_BRANCH, base_snapshot_id),),
-                (_set_ref(MAIN_BRANCH, head), _remove_ref(branch)))
+                (_set_ref(MAIN_BRANCH, head), _remove_ref(branch),
+                 SetPropertiesUpdate(updates=properties)))
     except CommitFailedException as error:
         _remove_branch(catalog, identifier, branch)
         raise SinkError(f"another refresh committed first (main moved from snapshot "

@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from sinks.delta import DeltaSink
 from sinks.errors import SinkError
+from sinks.frontier import FRONTIER_KEY, decode_frontier
 from sinks.iceberg import IcebergSink
 from sinks.iceberg_publish import BRANCH_PREFIX
 
@@ -48,6 +49,7 @@ def test_iceberg_commit_from_a_stale_frontier_is_refused(
     rows = Counter(tuple(r.values()) for r in table.scan().to_arrow().to_pylist())
     assert rows == Counter({("a", 1): 1, ("b", 2): 1})
     assert sink().frontier() == {"s": 2}
+    assert decode_frontier(table.properties[FRONTIER_KEY]) == {"s": 2}  # same commit as data
     assert not [ref for ref in table.metadata.refs if ref.startswith(BRANCH_PREFIX)]
 
 
