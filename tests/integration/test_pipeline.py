@@ -191,13 +191,17 @@ def test_views_reading_each_other_in_a_cycle_are_refused(
     assert raised.value.key == "views"
 
 
-def test_status_command_prints_each_view(
-    catalog_server: CatalogServerHandle, sources: tuple[str, Path], tmp_path: Path,
-) -> None:
+@pytest.fixture
+def config_file(catalog_server: CatalogServerHandle, sources: tuple[str, Path],
+                tmp_path: Path) -> Path:
+    """``lakehouse.yaml`` for the one-view config, with the Iceberg sink only."""
     namespace, airlines = sources
-    config_file = tmp_path / "lakehouse.yaml"
-    config_file.write_text(yaml.safe_dump(
-        _config_data(catalog_server, namespace, airlines, ["iceberg"])))
+    path = tmp_path / "lakehouse.yaml"
+    path.write_text(yaml.safe_dump(_config_data(catalog_server, namespace, airlines, ["iceberg"])))
+    return path
+
+
+def test_status_command_prints_each_view(config_file: Path) -> None:
     result = CliRunner().invoke(app, ["status", "--config", str(config_file)])
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if "by_carrier" in line)
@@ -205,12 +209,9 @@ def test_status_command_prints_each_view(
 
 
 def test_tick_of_an_unknown_view_names_the_views(
-    catalog_server: CatalogServerHandle, sources: tuple[str, Path], tmp_path: Path,
+    config_file: Path, sources: tuple[str, Path]
 ) -> None:
-    namespace, airlines = sources
-    config_file = tmp_path / "lakehouse.yaml"
-    config_file.write_text(yaml.safe_dump(
-        _config_data(catalog_server, namespace, airlines, ["iceberg"])))
+    namespace, _ = sources
     result = CliRunner().invoke(app, ["tick", "nope.nope", "--config", str(config_file)])
     assert result.exit_code == 1
     assert f"{namespace}.by_carrier" in result.output

@@ -41,7 +41,7 @@ def test_projection_has_no_key_and_star_expands() -> None:
          "outer join"),
         ("SELECT f.carrier FROM flights f LEFT SEMI JOIN airlines a ON f.carrier = a.carrier",
          "SEMI join"),
-        ("SELECT carrier FROM flights WHERE carrier IN (SELECT carrier FROM airlines)",
+        ("SELECT carrier FROM flights WHERE carrier NOT IN (SELECT carrier FROM airlines)",
          "subquery"),
         ("SELECT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights "
          "GROUP BY month, dep_delay", "window function over GROUP BY"),
