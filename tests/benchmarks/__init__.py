@@ -1,1 +1,4 @@
-"""Benchmarks (issue #6): ``make bench`` or ``python -m tests.benchmarks``; see docs/benchmarks.md."""
+"""Benchmarks (issue #6): ``make bench`` (``python -m tests.benchmarks``).
+
+See docs/benchmarks.md.
+"""

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "benchmarks" / "results.json"
 WORK = Path(os.environ.get("BENCH_DIR", ROOT / ".bench"))
 """Scratch space: generated TPC-H data, warehouses (``BENCH_DIR`` overrides)."""
+WORK.mkdir(parents=True, exist_ok=True)
+(WORK / ".gitignore").write_text("*\n")  # never committed
 
 
 def machine() -> dict[str, Any]:
