@@ -116,13 +116,16 @@ class TpchBench:
     def refresh(self, query: str, mode: str, expect: str) -> dict[str, Any]:
         """Refresh one view; wall time, rows, peak memory and load."""
         reset_jvm_peak(self.spark)
+        group = f"bench-{query}-{mode}-{time.monotonic_ns()}"
+        self.spark.sparkContext.setJobGroup(group, group)
         with self.probe.active():
             started = time.perf_counter()
             result = self.runtime.refresh(self.view(query, mode))
             seconds = time.perf_counter() - started
+        jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
         assert result.mode == expect, (query, mode, result.mode, result.reason)
         return {"s": round(seconds, 3), "rows_in": result.rows_in, "rows_out": result.rows_out,
-                "load": load_average()[0],
+                "spark_jobs": jobs, "load": load_average()[0],
                 **self.probe.result(jvm_heap_peak(self.spark))}
 
     def duckdb(self, query: str) -> dict[str, Any]:
@@ -239,9 +242,14 @@ class TpchBench:
             (self.insert_orders if kind == "insert" else self.delete_orders)(FIXED_ORDERS)
             for q in QUERIES:
                 profiler = cProfile.Profile()
+                group = f"profile-{q}-{kind}-{time.monotonic_ns()}"
+                self.spark.sparkContext.setJobGroup(group, group)
                 started = time.perf_counter()
                 profiler.runcall(self.runtime.refresh, self.view(q, "incremental"))
+                tracker = self.spark.sparkContext.statusTracker()
                 out[f"{q}_{kind}"] = {"s": round(time.perf_counter() - started, 3),
+                                      "spark_jobs": len(tracker.getJobIdsForGroup(group)),
+                                      "load": load_average()[0],
                                       "top": top_functions(profiler)}
         return out
 
@@ -252,7 +260,8 @@ def top_functions(profiler: cProfile.Profile, count: int = 14) -> list[dict[str,
     rows = []
     for (filename, line, function), entry in stats.stats.items():  # type: ignore[attr-defined]
         cumulative = entry[3]
-        match = re.search(r"/(lakehouse|ivm|sinks|pyiceberg|deltalake)/(.*)\.py$", filename)
+        match = re.search(r"/(lakehouse|ivm|sinks|pyiceberg|deltalake|pyspark/sql)/(.*)\.py$",
+                          filename)
         if match and cumulative > 0.01:
             rows.append({"function": f"{match.group(1)}/{match.group(2)}.py:{line} {function}",
                          "cumulative_s": round(cumulative, 3), "calls": entry[1]})
