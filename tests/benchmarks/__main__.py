@@ -27,6 +27,10 @@ def main() -> None:
     parser.add_argument("--batch-scale-factors", default="0.1,1",
                         help="scale factors that also run the 0.1%%/1%%/10%% batches")
     parser.add_argument("--fractions", default="0.001,0.01,0.1", help="batch sizes")
+    parser.add_argument("--delete-fractions", default="0.001,0.01,0.1",
+                        help="batch sizes that also run RF2 (copy-on-write deletes)")
+    parser.add_argument("--delete-scaling-below", type=float, default=1.0,
+                        help="run the fixed-delete scaling refresh below this scale factor")
     parser.add_argument("--repeats", type=int, default=3, help="fixed-change repetitions")
     parser.add_argument("--commits", type=int, default=50, help="freshness: source commits")
     parser.add_argument("--report-only", action="store_true",
@@ -52,7 +56,8 @@ def _run(part: str, args: argparse.Namespace) -> dict:
         from tests.benchmarks import tpch_refresh
 
         return tpch_refresh.run(_floats(args.scale_factors), _floats(args.batch_scale_factors),
-                                args.repeats, tuple(_floats(args.fractions)))
+                                args.repeats, tuple(_floats(args.fractions)),
+                                tuple(_floats(args.delete_fractions)), args.delete_scaling_below)
     if part == "catalog":
         from tests.benchmarks import catalog_load
 

@@ -36,6 +36,7 @@ from tests.benchmarks.common import (
     MemoryProbe,
     jvm_heap_peak,
     load_average,
+    read_results,
     reset_jvm_peak,
     save_part,
 )
@@ -189,10 +190,11 @@ class TpchBench:
 
     # -- parts ---------------------------------------------------------------------------
 
-    def scaling(self, repeats: int) -> dict[str, Any]:
-        """Refresh every incremental view after a fixed insert, ``repeats`` times, then a delete."""
+    def scaling(self, repeats: int, delete: bool) -> dict[str, Any]:
+        """Refresh every incremental view after a fixed insert, ``repeats`` times, then after
+        a fixed delete (when ``delete``)."""
         runs: dict[str, Any] = {"insert": [], "delete": []}
-        for kind, repeat in [("insert", r) for r in range(repeats)] + [("delete", 0)]:
+        for kind, repeat in [("insert", r) for r in range(repeats)] + [("delete", 0)] * delete:
             change = (self.insert_orders if kind == "insert" else self.delete_orders)(
                 FIXED_ORDERS)
             refreshes = {q: self.refresh(q, "incremental", "incremental") for q in QUERIES}
@@ -216,13 +218,16 @@ class TpchBench:
         return {"s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times],
                 "load": load_average()[0]}
 
-    def batches(self, fractions: tuple[float, ...]) -> list[dict[str, Any]]:
-        """RF1 then RF2 at each fraction; after each, every view and DuckDB, side by side."""
+    def batches(self, fractions: tuple[float, ...],
+                delete_fractions: tuple[float, ...]) -> list[dict[str, Any]]:
+        """RF1 (and RF2 at ``delete_fractions``) at each fraction; after each, every view and
+        DuckDB, side by side."""
         orders = self.spark.table(self.table("orders")).count()
         out = []
         for fraction in fractions:
             count = max(1, round(fraction * orders))
-            for kind in ("insert", "delete"):
+            kinds = ("insert", "delete") if fraction in delete_fractions else ("insert",)
+            for kind in kinds:
                 change = (self.insert_orders if kind == "insert" else self.delete_orders)(count)
                 row: dict[str, Any] = {"fraction": fraction, "kind": kind, "change": change}
                 for q in QUERIES:
@@ -235,12 +240,13 @@ class TpchBench:
                     f"duck {row[q]['duckdb']['s']:.1f}s" for q in QUERIES), flush=True)
         return out
 
-    def profile(self) -> dict[str, Any]:
-        """A fixed insert and a fixed delete, each refreshed under cProfile (driver side)."""
+    def profile(self, delete_views: tuple[str, ...]) -> dict[str, Any]:
+        """A fixed insert (every view) and a fixed delete (``delete_views``), each refreshed
+        under cProfile (driver side)."""
         out = {}
-        for kind in ("insert", "delete"):
+        for kind, views in (("insert", tuple(QUERIES)), ("delete", delete_views)):
             (self.insert_orders if kind == "insert" else self.delete_orders)(FIXED_ORDERS)
-            for q in QUERIES:
+            for q in views:
                 profiler = cProfile.Profile()
                 group = f"profile-{q}-{kind}-{time.monotonic_ns()}"
                 self.spark.sparkContext.setJobGroup(group, group)
@@ -279,29 +285,41 @@ def generate_cached(sf: float) -> Path:
 
 
 def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: int = 3,
-        fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
-    """Every scale factor in one catalog and one Spark session; results by scale factor."""
+        fractions: tuple[float, ...] = FRACTIONS, delete_fractions: tuple[float, ...] = FRACTIONS,
+        delete_scaling_below: float = 1.0, profile_deletes: tuple[str, ...] = ("q1",),
+        ) -> dict[str, Any]:
+    """Every scale factor in one catalog and one Spark session; results by scale factor.
+
+    Scale factors not run keep their entries from the results file. Copy-on-write deletes
+    are slow to refresh (see the doc), so the fixed-delete scaling run is limited to scale
+    factors below ``delete_scaling_below`` and the delete profile to ``profile_deletes``.
+    """
     root = WORK / "tpch_run"
     shutil.rmtree(root, ignore_errors=True)
     (root / "warehouse").mkdir(parents=True)
     settings = CatalogSettings(warehouse=(root / "warehouse").as_uri(),
                                database_url=f"sqlite:///{root / 'catalog.db'}")
     server = serve_in_thread(settings, host="127.0.0.1", port=0)
-    results: dict[str, Any] = {"scale_factors": {}}
+    results: dict[str, Any] = {"scale_factors": dict(
+        read_results().get("tpch", {}).get("scale_factors", {}))}
     try:
         for sf in scale_factors:
+            started, load = time.time(), load_average()
             print(f"TPC-H SF {sf}: load", flush=True)
             bench = TpchBench(sf, server.uri, root / "warehouse")
             entry: dict[str, Any] = {"load": bench.load_tables(), "initial": bench.initial()}
             bench.attach_duckdb()
             print(f"TPC-H SF {sf}: scaling, floor", flush=True)
-            entry["scaling"] = bench.scaling(repeats)
+            entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below)
             entry["floor"] = bench.floor()
             if sf in batch_scale_factors:
                 print(f"TPC-H SF {sf}: batches", flush=True)
-                entry["batches"] = bench.batches(fractions)
-            if sf == max(batch_scale_factors or scale_factors):
-                entry["profile"] = bench.profile()
+                entry["batches"] = bench.batches(fractions, delete_fractions)
+            print(f"TPC-H SF {sf}: profile", flush=True)
+            entry["profile"] = bench.profile(profile_deletes)
+            entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),
+                             "wall_s": round(time.time() - started), "load_before": load,
+                             "load_after": load_average()}
             results["scale_factors"][f"{sf:g}"] = entry
             save_part("tpch", results)  # a later scale factor may not finish in time
             bench.duck.close()
