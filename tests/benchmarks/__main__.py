@@ -1,5 +1,8 @@
 """Run the benchmarks and write docs/benchmarks.md: ``python -m tests.benchmarks [--help]``.
 
+The defaults (what ``make bench`` runs) take about an hour on 2 cores: TPC-H SF 0.1 and 1,
+the catalog load test, and 50 freshness commits.
+
 Each part replaces its own entry in ``docs/benchmarks/results.json``; the document and its
 plots are then regenerated from that file alone.
 """
@@ -30,7 +33,8 @@ def main() -> None:
     parser.add_argument("--delete-fractions", default="0.001,0.01,0.1",
                         help="batch sizes that also run RF2 (copy-on-write deletes)")
     parser.add_argument("--delete-scaling-below", type=float, default=1.0,
-                        help="run the fixed-delete scaling refresh below this scale factor")
+                        help="from this scale factor on, RF2 only at the first delete fraction "
+                             "and no fixed-delete scaling run (they take minutes each)")
     parser.add_argument("--repeats", type=int, default=3, help="fixed-change repetitions")
     parser.add_argument("--commits", type=int, default=50, help="freshness: source commits")
     parser.add_argument("--report-only", action="store_true",

@@ -291,8 +291,9 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
     """Every scale factor in one catalog and one Spark session; results by scale factor.
 
     Scale factors not run keep their entries from the results file. Copy-on-write deletes
-    are slow to refresh (see the doc), so the fixed-delete scaling run is limited to scale
-    factors below ``delete_scaling_below`` and the delete profile to ``profile_deletes``.
+    are slow to refresh (see the doc), so from ``delete_scaling_below`` on, only the first
+    of ``delete_fractions`` runs RF2 and the fixed-delete scaling run is skipped; the delete
+    profile covers ``profile_deletes`` only.
     """
     root = WORK / "tpch_run"
     shutil.rmtree(root, ignore_errors=True)
@@ -314,7 +315,8 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
             entry["floor"] = bench.floor()
             if sf in batch_scale_factors:
                 print(f"TPC-H SF {sf}: batches", flush=True)
-                entry["batches"] = bench.batches(fractions, delete_fractions)
+                deletes = delete_fractions if sf < delete_scaling_below else delete_fractions[:1]
+                entry["batches"] = bench.batches(fractions, deletes)
             print(f"TPC-H SF {sf}: profile", flush=True)
             entry["profile"] = bench.profile(profile_deletes)
             entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),
