@@ -322,7 +322,8 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
             entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),
                              "wall_s": round(time.time() - started), "load_before": load,
                              "load_after": load_average()}
-            results["scale_factors"][f"{sf:g}"] = entry
+            previous = results["scale_factors"].get(f"{sf:g}", {})
+            results["scale_factors"][f"{sf:g}"] = {**previous, **entry}  # keeps parts not run
             save_part("tpch", results)  # a later scale factor may not finish in time
             bench.duck.close()
             bench.spark.catalog.clearCache()
