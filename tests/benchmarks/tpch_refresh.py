@@ -143,6 +143,14 @@ class TpchBench:
         attach_catalog(self.duck, self.uri, "lake")
         self.duck.execute(f"USE lake.{self.ns}")
 
+    def laws(self) -> dict[str, str]:
+        """How each view's top node is maintained (``lakehouse explain``'s law)."""
+        out = {}
+        for q in QUERIES:
+            root = self.runtime.plan(self.view(q, "incremental")).root
+            out[q] = f"{getattr(root.law, 'value', root.law)}: {root.detail[:70]}"
+        return out
+
     def initial(self) -> dict[str, Any]:
         """The first (full) refresh of every view."""
         return {f"{q}_{m}": self.refresh(q, m, "full")
@@ -309,6 +317,7 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
             print(f"TPC-H SF {sf}: load", flush=True)
             bench = TpchBench(sf, server.uri, root / "warehouse")
             entry: dict[str, Any] = {"load": bench.load_tables(), "initial": bench.initial()}
+            entry["laws"] = bench.laws()
             bench.attach_duckdb()
             print(f"TPC-H SF {sf}: scaling, floor", flush=True)
             entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below)
