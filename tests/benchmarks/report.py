@@ -129,11 +129,14 @@ def _scaling(tpch: dict[str, Any]) -> list[str]:
         floor = entry.get("floor", {}).get("s")
         for q in QUERIES:
             ins, dele = _fixed(entry, "insert", q), _fixed(entry, "delete", q)
+            loads = [r["refresh"][q]["load"] for r in entry.get("scaling", {}).get("insert", [])]
             rows.append([sf, q, _s(ins), _s(dele), _s(floor),
                          _x(ins / floor if ins and floor else None),
-                         _x(dele / floor if dele and floor else None)])
+                         _x(dele / floor if dele and floor else None),
+                         round(statistics.median(loads), 1) if loads else "–",
+                         entry.get("laws", {}).get(q, "–").split(":")[0]])
     lines += _table(["SF", "view", "insert refresh s", "delete refresh s", "floor s",
-                     "insert / floor", "delete / floor"], rows)
+                     "insert / floor", "delete / floor", "load (inserts)", "law"], rows)
     lines += ["![scaling](benchmarks/scaling.png)", ""]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = [float(sf) for sf in sfs]
