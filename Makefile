@@ -25,8 +25,11 @@ lint: env
 	$(BIN)/ruff check lakehouse ivm sinks catalog_api tests
 	$(BIN)/mypy
 
+# Benchmarks (issue #6): TPC-H refreshes, catalog load, freshness -> docs/benchmarks.md.
+# Options: make bench BENCH_ARGS='--scale-factors 0.1,1,3 --parts tpch'
 bench: env
-	$(BIN)/python -m pytest -q tests/benchmarks
+	bash tests/benchmarks/install-system-deps.sh
+	$(BIN)/python -m tests.benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo

@@ -1,0 +1,4 @@
+"""Benchmarks (issue #6): ``make bench`` (``python -m tests.benchmarks``).
+
+See docs/benchmarks.md.
+"""

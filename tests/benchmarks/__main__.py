@@ -1,0 +1,77 @@
+"""Run the benchmarks and write docs/benchmarks.md: ``python -m tests.benchmarks [--help]``.
+
+The defaults (what ``make bench`` runs) take about an hour on 2 cores: TPC-H SF 0.1 and 1,
+the catalog load test, and 50 freshness commits.
+
+Each part replaces its own entry in ``docs/benchmarks/results.json``; the document and its
+plots are then regenerated from that file alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from tests.benchmarks.common import load_average, machine, save_part
+
+PARTS = ("tpch", "catalog", "freshness")
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks", description=__doc__)
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help="comma-separated subset of " + ", ".join(PARTS))
+    parser.add_argument("--scale-factors", default="0.1,1",
+                        help="TPC-H scale factors for the fixed-change scaling curve")
+    parser.add_argument("--batch-scale-factors", default="0.1,1",
+                        help="scale factors that also run the 0.1%%/1%%/10%% batches")
+    parser.add_argument("--fractions", default="0.001,0.01,0.1", help="batch sizes")
+    parser.add_argument("--delete-fractions", default="0.001,0.01,0.1",
+                        help="batch sizes that also run RF2 (copy-on-write deletes)")
+    parser.add_argument("--delete-scaling-below", type=float, default=1.0,
+                        help="from this scale factor on, RF2 only at the first delete fraction "
+                             "and no fixed-delete scaling run (they take minutes each)")
+    parser.add_argument("--repeats", type=int, default=3, help="fixed-change repetitions")
+    parser.add_argument("--commits", type=int, default=50, help="freshness: source commits")
+    parser.add_argument("--report-only", action="store_true",
+                        help="only regenerate docs/benchmarks.md from results.json")
+    args = parser.parse_args()
+    if not args.report_only:
+        parts = [p for p in args.parts.split(",") if p]
+        for part in parts:
+            started, load = time.time(), load_average()
+            print(f"== {part} (load {load})", flush=True)
+            data = _run(part, args)
+            data["_meta"] = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+                             "wall_s": round(time.time() - started, 1), "load_before": load,
+                             "load_after": load_average(), "machine": machine()}
+            save_part(part, data)
+    from tests.benchmarks.report import write_report
+
+    print(f"wrote {write_report()}")
+
+
+def _run(part: str, args: argparse.Namespace) -> dict:
+    if part == "tpch":
+        from tests.benchmarks import tpch_refresh
+
+        return tpch_refresh.run(_floats(args.scale_factors), _floats(args.batch_scale_factors),
+                                args.repeats, tuple(_floats(args.fractions)),
+                                tuple(_floats(args.delete_fractions)), args.delete_scaling_below)
+    if part == "catalog":
+        from tests.benchmarks import catalog_load
+
+        return catalog_load.run()
+    if part == "freshness":
+        from tests.benchmarks import freshness
+
+        return freshness.run(args.commits)
+    raise SystemExit(f"unknown part {part!r}; expected one of {PARTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""Catalog throughput (part 4): loadTable with and without ETag, a trivial endpoint, commits.
+
+Servers run in their own processes (one uvicorn worker each, as ``lakehouse serve``); the
+load comes from ``wrk`` (C, Debian package) over loopback, at 1, 8 and 32 connections, so
+the Python client's GIL is not what is measured. Both share the machine's two cores with
+the server: the numbers are what this one machine sustains end to end.
+
+Commits: N writer processes append one row at a time with pyiceberg to one table for a
+fixed time; a commit that loses the race (409) is retried on fresh metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pyarrow as pa
+
+from tests.benchmarks.common import WORK, free_port, load_average
+
+CONNECTIONS = (1, 8, 32)
+DURATION_S = 8
+WRITERS = (1, 4, 8)
+COMMIT_DURATION_S = 10
+NAMESPACE, TABLE = "bench", "events"
+
+
+@contextmanager
+def server(kind: str, root: Path) -> Iterator[tuple[str, psutil.Process]]:
+    """Start ``tests.benchmarks.serve`` and wait for it; yields its base URL and process."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "tests.benchmarks.serve", kind,
+                                str(root), str(port)])
+    base = f"http://127.0.0.1:{port}"
+    probe = "/ping" if kind == "trivial" else "/healthz"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(base + probe, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"{kind} server did not start")
+            time.sleep(0.1)
+        yield base, psutil.Process(process.pid)
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def wrk(url: str, connections: int, headers: dict[str, str] | None = None,
+        duration_s: int = DURATION_S) -> dict[str, Any]:
+    """Run wrk against ``url``; requests/s, p50/p99 latency (ms) and status summary."""
+    command = ["wrk", f"-t{min(connections, 2)}", f"-c{connections}", f"-d{duration_s}s",
+               "--latency", "--timeout", "10s"]
+    for name, value in (headers or {}).items():
+        command += ["-H", f"{name}: {value}"]
+    output = subprocess.run(command + [url], capture_output=True, text=True, check=True).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore
+    latency = {p: _ms(re.search(rf"\s{p}%\s+([\d.]+\w+)", output).group(1))  # type: ignore
+               for p in ("50", "99")}
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    return {"rps": round(rate, 1), "p50_ms": latency["50"], "p99_ms": latency["99"],
+            "non_2xx_3xx": int(errors.group(1)) if errors else 0, "connections": connections,
+            "load": load_average()[0]}
+
+
+def _ms(text: str) -> float:
+    value, unit = re.match(r"([\d.]+)(\w+)", text).groups()  # type: ignore[union-attr]
+    return round(float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit], 3)
+
+
+def _table_with_history(uri: str, commits: int = 10) -> None:
+    """A table with ``commits`` snapshots (a realistic metadata document)."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    catalog = RestCatalog("bench", uri=uri)
+    catalog.create_namespace(NAMESPACE)
+    rows = pa.table({"id": pa.array([0], pa.int64()), "note": ["x"]})
+    table = catalog.create_table(f"{NAMESPACE}.{TABLE}", schema=rows.schema)
+    for _ in range(commits):
+        table.append(rows)
+
+
+def load_table(root: Path) -> dict[str, Any]:
+    """loadTable (plain, and If-None-Match -> 304) next to the trivial endpoint."""
+    out: dict[str, Any] = {"load_table": [], "load_table_etag": [], "trivial": []}
+    with server("catalog", root / "catalog") as (base, process):
+        uri = f"{base}/iceberg"
+        _table_with_history(uri)
+        url = f"{uri}/v1/namespaces/{NAMESPACE}/tables/{TABLE}"
+        first = httpx.get(url)
+        etag = first.headers["etag"]
+        assert httpx.get(url, headers={"If-None-Match": etag}).status_code == 304
+        out["metadata_bytes"] = len(first.content)
+        wrk(url, 8, duration_s=2)  # warm-up
+        for connections in CONNECTIONS:
+            out["load_table"].append(wrk(url, connections))
+            out["load_table_etag"].append(wrk(url, connections, {"If-None-Match": etag}))
+        out["catalog_server_rss_mib"] = round(process.memory_info().rss / 2**20, 1)
+        out["commits"] = commits(uri)
+    out["fastpath"] = fastpath(root / "catalog")
+    with server("trivial", root / "trivial") as (base, _):
+        wrk(f"{base}/ping", 8, duration_s=2)
+        for connections in CONNECTIONS:
+            out["trivial"].append(wrk(f"{base}/ping", connections))
+    return out
+
+
+class _RetryCounter(logging.Handler):
+    """Counts pyiceberg's own commit retries (it retries a 409 itself, with back-off)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "concurrent update" in record.getMessage():
+            self.count += 1
+
+
+def fastpath(root: Path) -> dict[str, Any]:
+    """loadTable through the prototype fast path (:mod:`tests.benchmarks.fastpath`)."""
+    out: dict[str, Any] = {"load_table": [], "load_table_etag": []}
+    with server("catalog-fastpath", root) as (base, _):
+        url = f"{base}/iceberg/v1/namespaces/{NAMESPACE}/tables/{TABLE}"
+        etag = httpx.get(url).headers["etag"]
+        assert httpx.get(url, headers={"If-None-Match": etag}).status_code == 304
+        assert httpx.get(url).json()["metadata-location"]  # the cached body is the real one
+        wrk(url, 8, duration_s=2)
+        for connections in CONNECTIONS:
+            out["load_table"].append(wrk(url, connections))
+            out["load_table_etag"].append(wrk(url, connections, {"If-None-Match": etag}))
+    return out
+
+
+def _writer(uri: str, ready: Any, go: Any, duration_s: float, queue: Any) -> None:
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.exceptions import CommitFailedException
+
+    retries = _RetryCounter()
+    logging.getLogger("pyiceberg").addHandler(retries)
+    logging.getLogger("pyiceberg").propagate = False
+    catalog = RestCatalog("bench", uri=uri)
+    rows = pa.table({"id": pa.array([1], pa.int64()), "note": ["w"]})
+    catalog.load_table(f"{NAMESPACE}.{TABLE}")  # imports and connections warmed up
+    done = conflicts = 0
+    latencies = []
+    ready.put(True)
+    go.wait()
+    stop_at = time.perf_counter() + duration_s
+    while time.perf_counter() < stop_at:
+        started = time.perf_counter()
+        try:
+            catalog.load_table(f"{NAMESPACE}.{TABLE}").append(rows)
+            done += 1
+            latencies.append(time.perf_counter() - started)
+        except CommitFailedException:
+            conflicts += 1
+    queue.put((done, conflicts + retries.count, latencies))
+
+
+def commits(uri: str) -> list[dict[str, Any]]:
+    """Commit throughput on one table with 1, 4 and 8 concurrent writer processes."""
+    out = []
+    context = mp.get_context("spawn")
+    for writers in WRITERS:
+        queue, ready, go = context.Queue(), context.Queue(), context.Event()
+        processes = [context.Process(target=_writer,
+                                     args=(uri, ready, go, COMMIT_DURATION_S, queue))
+                     for _ in range(writers)]
+        for process in processes:
+            process.start()
+        for _ in processes:
+            ready.get(timeout=120)
+        go.set()
+        results = [queue.get(timeout=120) for _ in processes]
+        for process in processes:
+            process.join(30)
+        done = sum(r[0] for r in results)
+        latencies = sorted(x for r in results for x in r[2])
+        out.append({"writers": writers, "commits": done,
+                    "conflicts_retried": sum(r[1] for r in results),
+                    "commits_per_s": round(done / COMMIT_DURATION_S, 1),
+                    "p50_ms": round(latencies[len(latencies) // 2] * 1000, 1) if latencies
+                    else None, "load": load_average()[0]})
+    return out
+
+
+def run() -> dict[str, Any]:
+    """The catalog part of the results."""
+    root = WORK / "catalog_run"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    return load_table(root)

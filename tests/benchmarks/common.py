@@ -1,0 +1,146 @@
+"""What every benchmark shares: the machine, the load, peak memory, results on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "benchmarks" / "results.json"
+WORK = Path(os.environ.get("BENCH_DIR", ROOT / ".bench"))
+"""Scratch space: generated TPC-H data, warehouses (``BENCH_DIR`` overrides)."""
+WORK.mkdir(parents=True, exist_ok=True)
+(WORK / ".gitignore").write_text("*\n")  # never committed
+
+
+def machine() -> dict[str, Any]:
+    """The machine the run is on: CPU, cores, memory, OS, Python, Java."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu, "cores": psutil.cpu_count(logical=True),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(), "hostname": socket.gethostname(),
+    }
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class MemoryProbe:
+    """Peak RSS of this process (the driver) and of its child processes (the JVM).
+
+    Sampled every ``interval_s`` in a daemon thread while active; ``jvm_heap`` is read
+    from the JVM's memory pools (peak since :meth:`reset_jvm_peak`) when a Spark
+    session is given.
+    """
+
+    pid: int = field(default_factory=os.getpid)
+    interval_s: float = 0.1
+    driver_peak: int = 0
+    children_peak: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _sample(self) -> None:
+        process = psutil.Process(self.pid)
+        while not self._stop.is_set():
+            try:
+                self.driver_peak = max(self.driver_peak, process.memory_info().rss)
+                children = sum(c.memory_info().rss for c in process.children(recursive=True))
+                self.children_peak = max(self.children_peak, children)
+            except psutil.Error:
+                pass
+            self._stop.wait(self.interval_s)
+
+    @contextmanager
+    def active(self) -> Iterator[MemoryProbe]:
+        """Sample while the block runs."""
+        self._stop.clear()
+        self.driver_peak = self.children_peak = 0
+        thread = threading.Thread(target=self._sample, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join()
+
+    def result(self, jvm_heap_peak: int | None = None) -> dict[str, float | None]:
+        """Peaks in MiB: driver RSS, child processes' RSS (the JVM), JVM heap used."""
+        mib = 2**20
+        return {"driver_rss_mib": round(self.driver_peak / mib, 1),
+                "children_rss_mib": round(self.children_peak / mib, 1),
+                "jvm_heap_peak_mib": None if jvm_heap_peak is None
+                else round(jvm_heap_peak / mib, 1)}
+
+
+def jvm_heap_pools(spark: Any) -> list[Any]:
+    """The JVM's heap memory pool beans of a Spark session's driver."""
+    jvm = spark.sparkContext._jvm
+    pools = jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+    return [p for p in pools if str(p.getType().toString()) == "Heap memory"]
+
+
+def reset_jvm_peak(spark: Any) -> None:
+    """Start a new peak-heap measurement (after a GC, so the peak is this benchmark's)."""
+    spark.sparkContext._jvm.java.lang.System.gc()
+    for pool in jvm_heap_pools(spark):
+        pool.resetPeakUsage()
+
+
+def jvm_heap_peak(spark: Any) -> int:
+    """Bytes: the sum of the heap pools' peak usage since :func:`reset_jvm_peak`."""
+    return sum(int(p.getPeakUsage().getUsed()) for p in jvm_heap_pools(spark))
+
+
+@contextmanager
+def stopwatch() -> Iterator[dict[str, float]]:
+    """Wall time of the block, in ``["s"]``, with the load average at its end."""
+    out: dict[str, float] = {}
+    started = time.perf_counter()
+    try:
+        yield out
+    finally:
+        out["s"] = time.perf_counter() - started
+
+
+def read_results() -> dict[str, Any]:
+    """The results file, or an empty one."""
+    return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+
+
+def save_part(name: str, data: Any) -> None:
+    """Replace one part of the results file (others are kept)."""
+    results = read_results()
+    results[name] = data
+    results.setdefault("machine", machine())
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True, default=str) + "\n")

@@ -1,0 +1,341 @@
+"""TPC-H refreshes: incremental vs Spark full refresh vs DuckDB full recompute (parts 1-3, 6).
+
+Per scale factor: the TPC-H tables are loaded into Iceberg through Spark and the REST catalog;
+views Q1, Q3 (ORDER BY/LIMIT dropped: a view has no order) and Q5 are declared twice, once
+``refresh: incremental`` and once ``refresh: full``, each with the Iceberg and Delta sinks.
+Then, on the pristine tables:
+
+- scaling: a fixed change (``FIXED_ORDERS`` new orders with their line items, ~1,000 rows;
+  then the same number deleted) refreshed incrementally, repeated;
+- floor: a one-row Spark ``INSERT`` into a small Iceberg table through the same catalog;
+- batches (when asked): RF1 inserts ``f`` x orders new orders with their line items (Spark
+  appends), refresh; RF2 deletes ``f`` x orders orders with their line items (Spark DELETE,
+  copy-on-write), refresh; ``f`` in 0.1%, 1%, 10%. Each refresh is timed for the incremental
+  view, the full view, and DuckDB's recompute of the same SQL over the same Iceberg tables
+  (ATTACH to the REST catalog);
+- profile: one more fixed change refreshed under cProfile (driver side).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import re
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from catalog_api import CatalogSettings, serve_in_thread
+from lakehouse.config import parse_config
+from lakehouse.duckdb_client import attach_catalog, connect
+from lakehouse.runtime import Runtime
+from tests.benchmarks.common import (
+    WORK,
+    MemoryProbe,
+    jvm_heap_peak,
+    load_average,
+    read_results,
+    reset_jvm_peak,
+    save_part,
+)
+from tests.tpch.data import generate
+from tests.tpch.queries import load
+from tests.tpch.schema import SCHEMAS, TABLES
+
+QUERIES = {"q1": 1, "q3": 3, "q5": 5}
+FRACTIONS = (0.001, 0.01, 0.1)
+FIXED_ORDERS = 250
+"""Orders per fixed change: with their line items (4 per order on average) ~1,000 rows."""
+KEY_OFFSET = 1_000_000_000
+"""New orders get ``key + n * KEY_OFFSET``: above every generated key (SF 3: 18M)."""
+SPARK_CONF = {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "4"}
+
+
+def view_sql(query: str) -> str:
+    """The view's SQL: the query file without comments; Q3 without ORDER BY ... LIMIT."""
+    lines = [ln for ln in load(QUERIES[query]).sql.splitlines() if not ln.startswith("--")]
+    return re.split(r"\bORDER BY\b", "\n".join(lines))[0].strip()
+
+
+def namespace(sf: float) -> str:
+    """``sf0_1`` for SF 0.1."""
+    return "sf" + f"{sf:g}".replace(".", "_")
+
+
+class TpchBench:
+    """One scale factor's tables, views and runtime.
+
+    Args:
+        sf: The TPC-H scale factor.
+        uri: The REST catalog's base URI.
+        warehouse: The warehouse folder the catalog serves.
+    """
+
+    def __init__(self, sf: float, uri: str, warehouse: Path):
+        self.sf, self.uri, self.ns = sf, uri, namespace(sf)
+        self.data = generate_cached(sf)
+        config = parse_config({
+            "warehouse": str(warehouse), "catalog": {"embedded": False, "uri": uri},
+            "spark": {"conf": SPARK_CONF},
+            "sources": {t: {"iceberg": f"{self.ns}.{t}"} for t in TABLES},
+            "views": [{"name": f"{self.ns}.{q}_{mode}", "sql": view_sql(q), "refresh": mode}
+                      for q in QUERIES for mode in ("incremental", "full")],
+        })
+        self.runtime = Runtime(config, start_embedded_catalog=False)
+        self.spark = self.runtime.spark
+        self.probe = MemoryProbe()
+        self.duck = connect()
+        self.batch_number = 0
+
+    def table(self, name: str) -> str:
+        """The Spark name of a source table."""
+        return f"lakehouse.{self.ns}.{name}"
+
+    def load_tables(self) -> dict[str, Any]:
+        """Create the eight Iceberg tables from the generated Parquet files."""
+        self.runtime.catalog.create_namespace(self.ns)
+        started = time.perf_counter()
+        files = {}
+        for name in TABLES:
+            frame = self.spark.read.parquet(str(self.data / f"{name}.parquet"))
+            frame = frame.select(*[frame[c].cast(t).alias(c) for c, t in SCHEMAS[name].items()])
+            (frame.writeTo(self.table(name)).using("iceberg")
+             .tableProperty("format-version", "2")
+             .tableProperty("write.delete.mode", "copy-on-write")
+             .tableProperty("write.update.mode", "copy-on-write").create())
+            summary = self.runtime.catalog.load_table(f"{self.ns}.{name}").current_snapshot()
+            files[name] = {k: int(summary.summary[k])  # type: ignore[union-attr]
+                           for k in ("total-data-files", "total-records")}
+        return {"load_s": round(time.perf_counter() - started, 2), "tables": files}
+
+    def view(self, query: str, mode: str) -> Any:
+        """The config of one view."""
+        return self.runtime.config.view(f"{self.ns}.{query}_{mode}")
+
+    def refresh(self, query: str, mode: str, expect: str) -> dict[str, Any]:
+        """Refresh one view; wall time, rows, peak memory and load."""
+        reset_jvm_peak(self.spark)
+        group = f"bench-{query}-{mode}-{time.monotonic_ns()}"
+        self.spark.sparkContext.setJobGroup(group, group)
+        with self.probe.active():
+            started = time.perf_counter()
+            result = self.runtime.refresh(self.view(query, mode))
+            seconds = time.perf_counter() - started
+        jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        assert result.mode == expect, (query, mode, result.mode, result.reason)
+        return {"s": round(seconds, 3), "rows_in": result.rows_in, "rows_out": result.rows_out,
+                "spark_jobs": jobs, "load": load_average()[0],
+                **self.probe.result(jvm_heap_peak(self.spark))}
+
+    def duckdb(self, query: str) -> dict[str, Any]:
+        """DuckDB's full recompute of the view's SQL over the same Iceberg tables."""
+        with self.probe.active():
+            started = time.perf_counter()
+            rows = self.duck.execute(view_sql(query)).fetch_arrow_table().num_rows
+            seconds = time.perf_counter() - started
+        return {"s": round(seconds, 3), "rows_out": rows, "load": load_average()[0],
+                **self.probe.result()}
+
+    def attach_duckdb(self) -> None:
+        """ATTACH the REST catalog and make the scale factor's namespace the default."""
+        attach_catalog(self.duck, self.uri, "lake")
+        self.duck.execute(f"USE lake.{self.ns}")
+
+    def laws(self) -> dict[str, str]:
+        """How each view's top node is maintained (``lakehouse explain``'s law)."""
+        out = {}
+        for q in QUERIES:
+            root = self.runtime.plan(self.view(q, "incremental")).root
+            out[q] = f"{getattr(root.law, 'value', root.law)}: {root.detail[:70]}"
+        return out
+
+    def initial(self) -> dict[str, Any]:
+        """The first (full) refresh of every view."""
+        return {f"{q}_{m}": self.refresh(q, m, "full")
+                for q in QUERIES for m in ("incremental", "full")}
+
+    # -- changes -----------------------------------------------------------------------
+
+    def _keys(self, count: int, seed: int) -> None:
+        """Temp view ``bench_keys(k)``: ``count`` existing original order keys, by hash."""
+        keys = self.spark.sql(
+            f"SELECT o_orderkey AS k FROM {self.table('orders')} WHERE o_orderkey < {KEY_OFFSET}"
+            f" ORDER BY xxhash64(o_orderkey, {seed}) LIMIT {count}").localCheckpoint(eager=True)
+        keys.createOrReplaceTempView("bench_keys")
+
+    def insert_orders(self, count: int) -> dict[str, Any]:
+        """RF1: ``count`` new orders (copies under unused keys) with their line items."""
+        self.batch_number += 1
+        offset = self.batch_number * KEY_OFFSET
+        self._keys(count, seed=self.batch_number)
+        started = time.perf_counter()
+        rows = {}
+        for name, key in (("orders", "o_orderkey"), ("lineitem", "l_orderkey")):
+            columns = ", ".join(f"{c} + {offset} AS {c}" if c == key else c
+                                for c in SCHEMAS[name])
+            frame = self.spark.sql(f"SELECT {columns} FROM {self.table(name)} "
+                                   f"JOIN bench_keys ON {key} = k").localCheckpoint(eager=True)
+            rows[name] = frame.count()
+            frame.writeTo(self.table(name)).append()
+        return {"kind": "insert", "orders": count, "rows": rows,
+                "commit_s": round(time.perf_counter() - started, 2)}
+
+    def delete_orders(self, count: int) -> dict[str, Any]:
+        """RF2: delete ``count`` original orders with their line items (copy-on-write)."""
+        self.batch_number += 1
+        self._keys(count, seed=1000 + self.batch_number)
+        items = self.spark.sql(f"SELECT count(*) FROM {self.table('lineitem')} "
+                               "JOIN bench_keys ON l_orderkey = k").first()[0]  # type: ignore
+        started = time.perf_counter()
+        self.spark.sql(f"DELETE FROM {self.table('lineitem')} "
+                       "WHERE l_orderkey IN (SELECT k FROM bench_keys)")
+        self.spark.sql(f"DELETE FROM {self.table('orders')} "
+                       "WHERE o_orderkey IN (SELECT k FROM bench_keys)")
+        return {"kind": "delete", "orders": count, "rows": {"orders": count, "lineitem": items},
+                "commit_s": round(time.perf_counter() - started, 2)}
+
+    # -- parts ---------------------------------------------------------------------------
+
+    def scaling(self, repeats: int, delete: bool) -> dict[str, Any]:
+        """Refresh every incremental view after a fixed insert, ``repeats`` times, then after
+        a fixed delete (when ``delete``)."""
+        runs: dict[str, Any] = {"insert": [], "delete": []}
+        for kind, repeat in [("insert", r) for r in range(repeats)] + [("delete", 0)] * delete:
+            change = (self.insert_orders if kind == "insert" else self.delete_orders)(
+                FIXED_ORDERS)
+            refreshes = {q: self.refresh(q, "incremental", "incremental") for q in QUERIES}
+            runs[kind].append({"change": change, "refresh": refreshes, "repeat": repeat})
+        for mode in ("full",):  # catch the full views up outside the measurements
+            for q in QUERIES:
+                self.runtime.refresh(self.view(q, mode))
+        return runs
+
+    def floor(self, repeats: int = 5) -> dict[str, Any]:
+        """A one-row Spark INSERT into a small Iceberg table through the same catalog."""
+        name = self.table("floor_probe")
+        self.spark.sql(f"CREATE TABLE {name} (id bigint, note string) USING iceberg "
+                       "TBLPROPERTIES ('format-version' = '2')")
+        times = []
+        for i in range(repeats + 1):
+            started = time.perf_counter()
+            self.spark.sql(f"INSERT INTO {name} VALUES ({i}, 'x')")
+            times.append(time.perf_counter() - started)
+        times = times[1:]  # the first one plans and compiles cold
+        return {"s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times],
+                "load": load_average()[0]}
+
+    def batches(self, fractions: tuple[float, ...],
+                delete_fractions: tuple[float, ...]) -> list[dict[str, Any]]:
+        """RF1 (and RF2 at ``delete_fractions``) at each fraction; after each, every view and
+        DuckDB, side by side."""
+        orders = self.spark.table(self.table("orders")).count()
+        out = []
+        for fraction in fractions:
+            count = max(1, round(fraction * orders))
+            kinds = ("insert", "delete") if fraction in delete_fractions else ("insert",)
+            for kind in kinds:
+                change = (self.insert_orders if kind == "insert" else self.delete_orders)(count)
+                row: dict[str, Any] = {"fraction": fraction, "kind": kind, "change": change}
+                for q in QUERIES:
+                    row[q] = {"incremental": self.refresh(q, "incremental", "incremental"),
+                              "full": self.refresh(q, "full", "full"),
+                              "duckdb": self.duckdb(q)}
+                out.append(row)
+                print(f"  SF {self.sf} {fraction:.1%} {kind}: " + ", ".join(
+                    f"{q} inc {row[q]['incremental']['s']:.1f}s full {row[q]['full']['s']:.1f}s "
+                    f"duck {row[q]['duckdb']['s']:.1f}s" for q in QUERIES), flush=True)
+        return out
+
+    def profile(self, delete_views: tuple[str, ...]) -> dict[str, Any]:
+        """A fixed insert (every view) and a fixed delete (``delete_views``), each refreshed
+        under cProfile (driver side)."""
+        out = {}
+        for kind, views in (("insert", tuple(QUERIES)), ("delete", delete_views)):
+            (self.insert_orders if kind == "insert" else self.delete_orders)(FIXED_ORDERS)
+            for q in views:
+                profiler = cProfile.Profile()
+                group = f"profile-{q}-{kind}-{time.monotonic_ns()}"
+                self.spark.sparkContext.setJobGroup(group, group)
+                started = time.perf_counter()
+                profiler.runcall(self.runtime.refresh, self.view(q, "incremental"))
+                tracker = self.spark.sparkContext.statusTracker()
+                out[f"{q}_{kind}"] = {"s": round(time.perf_counter() - started, 3),
+                                      "spark_jobs": len(tracker.getJobIdsForGroup(group)),
+                                      "load": load_average()[0],
+                                      "top": top_functions(profiler)}
+        return out
+
+
+def top_functions(profiler: cProfile.Profile, count: int = 14) -> list[dict[str, Any]]:
+    """The project's functions by cumulative time (a refresh's Python-side call tree)."""
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (filename, line, function), entry in stats.stats.items():  # type: ignore[attr-defined]
+        cumulative = entry[3]
+        match = re.search(r"/(lakehouse|ivm|sinks|pyiceberg|deltalake|pyspark/sql)/(.*)\.py$",
+                          filename)
+        if match and cumulative > 0.01:
+            rows.append({"function": f"{match.group(1)}/{match.group(2)}.py:{line} {function}",
+                         "cumulative_s": round(cumulative, 3), "calls": entry[1]})
+    return sorted(rows, key=lambda r: -r["cumulative_s"])[:count]
+
+
+def generate_cached(sf: float) -> Path:
+    """The TPC-H Parquet files at ``sf``, generated once into the benchmark folder."""
+    folder = WORK / "tpch" / namespace(sf)
+    if not (folder / "lineitem.parquet").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        generate(folder, sf)
+    return folder
+
+
+def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: int = 3,
+        fractions: tuple[float, ...] = FRACTIONS, delete_fractions: tuple[float, ...] = FRACTIONS,
+        delete_scaling_below: float = 1.0, profile_deletes: tuple[str, ...] = ("q1",),
+        ) -> dict[str, Any]:
+    """Every scale factor in one catalog and one Spark session; results by scale factor.
+
+    Scale factors not run keep their entries from the results file. Copy-on-write deletes
+    are slow to refresh (see the doc), so from ``delete_scaling_below`` on, only the first
+    of ``delete_fractions`` runs RF2 and the fixed-delete scaling run is skipped; the delete
+    profile covers ``profile_deletes`` only.
+    """
+    root = WORK / "tpch_run"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "warehouse").mkdir(parents=True)
+    settings = CatalogSettings(warehouse=(root / "warehouse").as_uri(),
+                               database_url=f"sqlite:///{root / 'catalog.db'}")
+    server = serve_in_thread(settings, host="127.0.0.1", port=0)
+    results: dict[str, Any] = {"scale_factors": dict(
+        read_results().get("tpch", {}).get("scale_factors", {}))}
+    try:
+        for sf in scale_factors:
+            started, load = time.time(), load_average()
+            print(f"TPC-H SF {sf}: load", flush=True)
+            bench = TpchBench(sf, server.uri, root / "warehouse")
+            entry: dict[str, Any] = {"load": bench.load_tables(), "initial": bench.initial()}
+            entry["laws"] = bench.laws()
+            bench.attach_duckdb()
+            print(f"TPC-H SF {sf}: scaling, floor", flush=True)
+            entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below)
+            entry["floor"] = bench.floor()
+            if sf in batch_scale_factors:
+                print(f"TPC-H SF {sf}: batches", flush=True)
+                deletes = delete_fractions if sf < delete_scaling_below else delete_fractions[:1]
+                entry["batches"] = bench.batches(fractions, deletes)
+            print(f"TPC-H SF {sf}: profile", flush=True)
+            entry["profile"] = bench.profile(profile_deletes)
+            entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),
+                             "wall_s": round(time.time() - started), "load_before": load,
+                             "load_after": load_average()}
+            previous = results["scale_factors"].get(f"{sf:g}", {})
+            results["scale_factors"][f"{sf:g}"] = {**previous, **entry}  # keeps parts not run
+            save_part("tpch", results)  # a later scale factor may not finish in time
+            bench.duck.close()
+            bench.spark.catalog.clearCache()
+    finally:
+        server.stop()
+    return results
