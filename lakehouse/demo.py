@@ -25,13 +25,11 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ivm import SourceInput, recompute
 from lakehouse.config import Config, ViewConfig, parse_config
 from lakehouse.duckdb_client import attach_catalog, connect
 from lakehouse.refresh import RefreshResult, current_frontier
 from lakehouse.runtime import Runtime
 from lakehouse.scheduler import Scheduler
-from lakehouse.spark.arrow import to_arrow
 
 VIEWS = [
     {"name": "views.delays_by_carrier", "every": "2s", "refresh": "incremental", "sql": (
@@ -152,11 +150,7 @@ def _rows(rows: Iterable[Iterable[object]]) -> Counter[tuple[object, ...]]:
 
 
 def _expected(runtime: Runtime, view: ViewConfig) -> Counter[tuple[object, ...]]:
-    plan = runtime.plan(view)
-    frontier = current_frontier(runtime.readers, plan)
-    readers = runtime.readers
-    inputs = {s: SourceInput(new=readers[s].snapshot(frontier.get(s))) for s in plan.sources}
-    return _rows(tuple(r.values()) for r in to_arrow(recompute(plan, inputs)).to_pylist())
+    return _rows(tuple(r.values()) for r in runtime.recompute(view).to_pylist())
 
 
 def _readers(runtime: Runtime, view: ViewConfig) -> dict[str, Counter[tuple[object, ...]]]:

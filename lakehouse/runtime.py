@@ -8,22 +8,24 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
 from catalog_api import CatalogSettings
 from catalog_api.server import RunningServer, serve_in_thread
-from ivm import ViewPlan, compile_view, referenced_sources
+from ivm import SourceInput, ViewPlan, compile_view, recompute, referenced_sources
 from lakehouse.catalog_client import catalog_answers, register_delta_copy
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
 from lakehouse.metrics import RefreshMetrics
-from lakehouse.refresh import RefreshResult, ViewSinks, refresh_view
+from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
+from lakehouse.spark.arrow import to_arrow
 from lakehouse.spark.session import build_spark_session
 from sinks.delta import DeltaSink
 from sinks.iceberg import IcebergSink
@@ -105,6 +107,19 @@ class Runtime(AbstractContextManager["Runtime"]):
         delta = DeltaSink(self.delta_uri(view), app_id=f"lakehouse:{view.name}") if (
             "delta" in view.sinks) else None
         return ViewSinks(iceberg, delta)
+
+    def recompute(self, view: ViewConfig) -> pa.Table:
+        """The view computed in full from its sources' current versions.
+
+        The oracle that every sink must equal after a refresh.
+
+        Returns:
+            The view's rows as Arrow (the view's columns).
+        """
+        plan = self.plan(view)
+        frontier = current_frontier(self.readers, plan)
+        inputs = {s: SourceInput(self.readers[s].snapshot(frontier.get(s))) for s in plan.sources}
+        return to_arrow(recompute(plan, inputs))
 
     def delta_uri(self, view: ViewConfig) -> str:
         """Where the Delta copy of ``view`` lives: ``<warehouse>/delta/<namespace>/<table>``."""

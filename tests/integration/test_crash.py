@@ -23,12 +23,10 @@ from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
-from ivm import SourceInput, recompute
 from lakehouse.config import parse_config
 from lakehouse.failpoints import ENV, FAILPOINTS
 from lakehouse.refresh import current_frontier
 from lakehouse.runtime import Runtime
-from lakehouse.spark.arrow import to_arrow
 from tests.conftest import multiset
 from tests.conftest_catalog import CatalogServerHandle
 
@@ -107,10 +105,8 @@ def test_refreshes_killed_at_random_points_lose_and_duplicate_nothing(
 
     runtime = Runtime(config)
     runtime.refresh(view)
-    plan = runtime.plan(view)
-    frontier = current_frontier(runtime.readers, plan)
-    inputs = {s: SourceInput(runtime.readers[s].snapshot(frontier.get(s))) for s in plan.sources}
-    expected = multiset(tuple(r.values()) for r in to_arrow(recompute(plan, inputs)).to_pylist())
+    frontier = current_frontier(runtime.readers, runtime.plan(view))
+    expected = multiset(tuple(r.values()) for r in runtime.recompute(view).to_pylist())
     iceberg = rest_catalog.load_table(view.name).scan().to_arrow().to_pylist()
     delta = DeltaTable(runtime.delta_uri(view)).to_pyarrow_table().to_pylist()
     assert multiset(tuple(r.values()) for r in iceberg) == expected

@@ -18,13 +18,10 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
-from ivm import SourceInput, recompute
 from lakehouse.cli import app
 from lakehouse.config import Config, parse_config
 from lakehouse.errors import ConfigError
-from lakehouse.refresh import current_frontier
 from lakehouse.runtime import Runtime
-from lakehouse.spark.arrow import to_arrow
 from lakehouse.status import view_status
 from tests.conftest import multiset
 from tests.conftest_catalog import CatalogServerHandle
@@ -69,10 +66,7 @@ def _runtime(server: CatalogServerHandle, namespace: str, airlines: Path,
 
 
 def _expected(runtime: Runtime, config: Config) -> object:
-    plan = runtime.plan(config.views[0])
-    frontier = current_frontier(runtime.readers, plan)
-    inputs = {s: SourceInput(runtime.readers[s].snapshot(frontier.get(s))) for s in plan.sources}
-    return multiset(tuple(r.values()) for r in to_arrow(recompute(plan, inputs)).to_pylist())
+    return multiset(tuple(r.values()) for r in runtime.recompute(config.views[0]).to_pylist())
 
 
 def _iceberg_rows(catalog: RestCatalog, view: str) -> object:
@@ -167,12 +161,7 @@ def test_a_diamond_of_views_refreshes_upstream_first(
     spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 8, 3.0), ('UA', 9, 4.0)")
     assert runtime.refresh(diamond).mode == "incremental"
     for view in runtime.config.views:
-        plan = runtime.plan(view)
-        frontier = current_frontier(runtime.readers, plan)
-        inputs = {s: SourceInput(runtime.readers[s].snapshot(frontier.get(s)))
-                  for s in plan.sources}
-        expected = multiset(tuple(r.values()) for r in to_arrow(recompute(plan, inputs))
-                            .to_pylist())
+        expected = multiset(tuple(r.values()) for r in runtime.recompute(view).to_pylist())
         assert _iceberg_rows(rest_catalog, view.name) == expected, view.name
     assert ("UA", 3) in {row[:2] for row in _iceberg_rows(rest_catalog, diamond.name)}
 
