@@ -14,6 +14,7 @@ from catalog_api.credentials import CredentialVendor
 from catalog_api.errors import install_error_handlers
 from catalog_api.generic_tables import GenericTableStore
 from catalog_api.idempotency import IdempotencyMiddleware, IdempotencyStore
+from catalog_api.load_table_fastpath import LoadTableFastPath
 from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
 from catalog_api.scan_plans import ScanPlanRegistry
@@ -38,7 +39,8 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     Returns:
         The FastAPI application (``app.state.store`` holds its ``CatalogStore``,
         ``app.state.metrics`` its ``MetricsStore``). Keyed mutation requests go through
-        ``IdempotencyMiddleware``; bodies are size-limited by ``BodySizeLimitMiddleware``.
+        ``IdempotencyMiddleware``; bodies are size-limited by ``BodySizeLimitMiddleware``;
+        plain ``loadTable`` requests are answered by ``LoadTableFastPath`` before routing.
 
     Raises:
         sqlalchemy.exc.ArgumentError: If ``settings.database_url`` is not a valid URL.
@@ -74,6 +76,12 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
     app.add_middleware(IdempotencyMiddleware, store=idempotency)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        LoadTableFastPath,
+        store=store,
+        vendor=app.state.credential_vendor,
+        separator=settings.decoded_namespace_separator,
+    )
     app.include_router(api_router, prefix=API_PREFIX)
 
     @app.get("/healthz", tags=["Health"], summary="Liveness probe")

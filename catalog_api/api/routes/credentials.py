@@ -14,7 +14,7 @@ from catalog_api.deps import NamespaceDep, StoreDep
 router = APIRouter(prefix="/v1", tags=["Catalog API"])
 
 
-def get_vendor(request: Request) -> CredentialVendor:
+async def get_vendor(request: Request) -> CredentialVendor:
     """Return the application's credential vendor."""
     vendor: CredentialVendor = request.app.state.credential_vendor
     return vendor

@@ -10,7 +10,7 @@ from pyiceberg.table import CommitTableResponse
 
 from catalog_api.api.routes.credentials import VendorDep
 from catalog_api.api.routes.responses import json_response
-from catalog_api.credentials import ACCESS_DELEGATION_HEADER, wants_vended_credentials
+from catalog_api.credentials import ACCESS_DELEGATION_HEADER
 from catalog_api.deps import NamespaceDep, StoreDep
 from catalog_api.etags import ETAG_HEADER, matches_if_none_match, not_modified, table_etag
 from catalog_api.models import (
@@ -96,15 +96,21 @@ def load_table(
 ) -> Response:
     """Return the table's metadata location, metadata, client config (and credentials).
 
-    The answer carries an ``ETag``; it is 304 without a body when ``If-None-Match`` names the
-    current ETag, unless the client asks for vended credentials (those must be fresh).
+    The ETag comes from one primary-key lookup of the table's metadata location (and the
+    ``snapshots`` mode); a matching ``If-None-Match`` is answered 304 before the metadata file
+    is read. Otherwise the body comes from the server's LRU of serialized answers (keyed by
+    metadata location and mode: metadata files are immutable). A client asking for vended
+    credentials gets neither a 304 nor a cached body: its answer is built for it.
     """
-    response = store.load_table((*namespace, table), snapshots)
-    etag = table_etag(response.metadata_location or "", snapshots)
-    vending = vendor.enabled and wants_vended_credentials(access_delegation)
-    if matches_if_none_match(if_none_match, etag) and not vending:
+    location = store.metadata_location((*namespace, table))
+    etag = table_etag(location, snapshots)
+    if vendor.applies(access_delegation):
+        response = vendor.decorate(store.table_response(location, snapshots), access_delegation)
+        return _with_etag(response, snapshots)
+    if matches_if_none_match(if_none_match, etag):
         return not_modified(etag)
-    return _with_etag(vendor.decorate(response, access_delegation), snapshots)
+    body = store.table_response_body(location, snapshots)
+    return Response(body, media_type="application/json", headers={ETAG_HEADER: etag})
 
 
 @router.head(TABLE_PATH, status_code=NO_CONTENT, summary="Check if a table exists")
