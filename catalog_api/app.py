@@ -17,13 +17,16 @@ from catalog_api.idempotency import IdempotencyMiddleware, IdempotencyStore
 from catalog_api.load_table_fastpath import LoadTableFastPath
 from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
+from catalog_api.prefix import PrefixMiddleware, route_prefix
 from catalog_api.scan_plans import ScanPlanRegistry
 from catalog_api.store import CatalogStore
 from catalog_api.view_store import ViewStore
 
 DESCRIPTION = (
     "Apache Iceberg REST Catalog (spec 1.11) backed by a SQL database. "
-    f"Clients use the base URI `http://host:port{API_PREFIX}`."
+    f"Clients use the base URI `http://host:port{API_PREFIX}`. Every `/v1/...` path below is "
+    "also served as `/v1/{prefix}/...`, the prefix being the catalog's name, which "
+    "`GET /v1/config?warehouse=<name>` returns as `overrides.prefix`."
 )
 
 
@@ -40,7 +43,8 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         The FastAPI application (``app.state.store`` holds its ``CatalogStore``,
         ``app.state.metrics`` its ``MetricsStore``). Keyed mutation requests go through
         ``IdempotencyMiddleware``; bodies are size-limited by ``BodySizeLimitMiddleware``;
-        plain ``loadTable`` requests are answered by ``LoadTableFastPath`` before routing.
+        plain ``loadTable`` requests are answered by ``LoadTableFastPath`` before routing;
+        ``PrefixMiddleware`` (outermost) maps ``/v1/{catalog_name}/...`` onto ``/v1/...``.
 
     Raises:
         sqlalchemy.exc.ArgumentError: If ``settings.database_url`` is not a valid URL.
@@ -82,6 +86,8 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         vendor=app.state.credential_vendor,
         separator=settings.decoded_namespace_separator,
     )
+    prefixes = frozenset({settings.catalog_name}) if route_prefix(settings.catalog_name) else None
+    app.add_middleware(PrefixMiddleware, prefixes=prefixes or frozenset())
     app.include_router(api_router, prefix=API_PREFIX)
 
     @app.get("/healthz", tags=["Health"], summary="Liveness probe")
