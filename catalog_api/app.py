@@ -19,6 +19,7 @@ from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
 from catalog_api.prefix import PrefixMiddleware, route_prefix
 from catalog_api.scan_plans import ScanPlanRegistry
+from catalog_api.signing import RemoteSigner
 from catalog_api.store import CatalogStore
 from catalog_api.view_store import ViewStore
 
@@ -76,6 +77,7 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     app.state.settings = settings
     app.state.scan_plans = scan_plans
     app.state.credential_vendor = CredentialVendor(settings)
+    app.state.remote_signer = RemoteSigner(settings)
     install_error_handlers(app)
     idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
     app.add_middleware(IdempotencyMiddleware, store=idempotency)
@@ -83,7 +85,7 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     app.add_middleware(
         LoadTableFastPath,
         store=store,
-        vendor=app.state.credential_vendor,
+        delegations=(app.state.credential_vendor, app.state.remote_signer),
         separator=settings.decoded_namespace_separator,
     )
     prefixes = frozenset({settings.catalog_name}) if route_prefix(settings.catalog_name) else None

@@ -15,7 +15,8 @@ no vended credentials, ``snapshots`` at most — from the same store functions t
 
 Anything else falls through to the route (``routes/tables.py`` ``load_table``), which
 answers with the same ETags and bodies: other query parameters, an invalid ``snapshots``,
-``X-Iceberg-Access-Delegation`` asking for credentials (built per request), a missing table
+``X-Iceberg-Access-Delegation`` asking for credentials or remote signing (answers built per
+request), a missing table
 (the route sends the ``ErrorModel``), or any error.
 """
 
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
+from typing import Protocol
 from urllib.parse import parse_qsl
 
 import anyio.to_thread
@@ -30,7 +33,7 @@ from pyiceberg.typedef import Identifier
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from catalog_api.core.config import API_PREFIX
-from catalog_api.credentials import ACCESS_DELEGATION_HEADER, CredentialVendor
+from catalog_api.credentials import ACCESS_DELEGATION_HEADER
 from catalog_api.deps import split_namespace
 from catalog_api.etags import matches_if_none_match, table_etag
 from catalog_api.store import CatalogStore, SnapshotMode
@@ -49,22 +52,30 @@ _DELEGATION = ACCESS_DELEGATION_HEADER.lower().encode()
 Answer = tuple[int, str, bytes]
 
 
+class Delegation(Protocol):
+    """An access delegation mechanism (credential vendor, remote signer)."""
+
+    def applies(self, access_delegation: str | None) -> bool:
+        """Whether a request with this header gets content built for it alone."""
+
+
 class LoadTableFastPath:
     """ASGI middleware: ``loadTable`` from one SQL lookup, a 304 or a cached body.
 
     Args:
         app: The wrapped application (the catalog's FastAPI app and its middlewares).
         store: The catalog store (lookups, ETags' locations, body cache).
-        vendor: The credential vendor: requests it applies to are left to the route.
+        delegations: The credential vendor and the remote signer: requests one of them
+            applies to are left to the route.
         separator: The decoded namespace separator (``CatalogSettings``).
     """
 
     def __init__(
-        self, app: ASGIApp, store: CatalogStore, vendor: CredentialVendor, separator: str
+        self, app: ASGIApp, store: CatalogStore, delegations: Sequence[Delegation], separator: str
     ) -> None:
         self.app = app
         self.store = store
-        self.vendor = vendor
+        self.delegations = tuple(delegations)
         self.separator = separator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -95,7 +106,8 @@ class LoadTableFastPath:
             elif key not in _NEUTRAL_PARAMETERS:
                 return None  # the route validates (400) or knows the parameter
         headers = dict(scope["headers"])
-        if self.vendor.applies(headers.get(_DELEGATION, b"").decode("latin-1") or None):
+        delegation = headers.get(_DELEGATION, b"").decode("latin-1") or None
+        if any(mechanism.applies(delegation) for mechanism in self.delegations):
             return None
         identifier = (*split_namespace(match.group(1), self.separator), match.group(2))
         if_none_match = headers.get(_IF_NONE_MATCH)

@@ -6,6 +6,7 @@ pyiceberg's REST models, so the wire format is the one pyiceberg's own client sp
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -125,6 +126,8 @@ class CatalogStore:
         self.catalog = SqlCatalog(settings.catalog_name, **properties)
         self._lock = threading.Lock()
         self.table_bodies = BodyCache(settings.table_body_cache_bytes)
+        # metadata file -> table location; files are immutable, so entries never go stale
+        self._location_in = functools.lru_cache(maxsize=4096)(self._read_location)
 
     def close(self) -> None:
         """Release the database connections."""
@@ -300,6 +303,17 @@ class CatalogStore:
         if not location:
             raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")
         return str(location)
+
+    def table_location(self, identifier: Identifier) -> str:
+        """Return a table's location (``metadata.location``), read once per metadata file.
+
+        Raises:
+            NoSuchTableError: If no table has this name.
+        """
+        return self._location_in(self.metadata_location(identifier))
+
+    def _read_location(self, metadata_location: str) -> str:
+        return self.read_metadata(metadata_location).location
 
     def table_response(
         self, metadata_location: str, snapshots: SnapshotMode = "all"

@@ -52,6 +52,9 @@ class S3Settings(BaseModel):
             location; without it STS GetSessionToken vends the server's own rights.
         credentials_lifetime_s: Lifetime of vended credentials (STS allows 900-43200 s).
         vend_credentials: Answer ``X-Iceberg-Access-Delegation: vended-credentials``.
+        remote_signing: Answer ``X-Iceberg-Access-Delegation: remote-signing`` and sign
+            clients' S3 requests (``signRequest``) inside their table's location with the
+            server's own credentials.
     """
 
     endpoint: str | None = None
@@ -63,6 +66,7 @@ class S3Settings(BaseModel):
     role_arn: str | None = None
     credentials_lifetime_s: int = Field(default=3600, ge=900, le=43200)
     vend_credentials: bool = True
+    remote_signing: bool = True
 
     def file_io_properties(self) -> dict[str, str]:
         """The server's own pyiceberg FileIO properties for this storage."""
