@@ -100,14 +100,17 @@ def _table_with_history(uri: str, commits: int = 10) -> None:
 
 
 def load_table(root: Path) -> dict[str, Any]:
-    """loadTable (plain, and If-None-Match -> 304) next to the trivial endpoint.
+    """loadTable (plain, If-None-Match -> 304, through the route) and the trivial endpoint.
 
-    Also checks the answers first: a 304 for the ETag, and the same body and ETag as the
-    route gives (an extra query parameter sends the request through FastAPI's route).
+    Both servers run side by side and, at each connection count, the four are measured one
+    right after the other, so that they see similar background load (the ratios to the
+    trivial endpoint are the result). The answers are checked first: a 304 for the ETag, and
+    the same body and ETag from the route (an extra query parameter sends the request there).
     """
     out: dict[str, Any] = {"load_table": [], "load_table_etag": [], "load_table_route": [],
                            "trivial": []}
-    with server("catalog", root / "catalog") as (base, process):
+    with server("catalog", root / "catalog") as (base, process), \
+            server("trivial", root / "trivial") as (trivial_base, _):
         uri = f"{base}/iceberg"
         _table_with_history(uri)
         url = f"{uri}/v1/namespaces/{NAMESPACE}/tables/{TABLE}"
@@ -117,17 +120,16 @@ def load_table(root: Path) -> dict[str, Any]:
         routed = httpx.get(url, params={"route": "1"})
         assert (routed.content, routed.headers["etag"]) == (first.content, etag)
         out["metadata_bytes"] = len(first.content)
-        wrk(url, 8, duration_s=2)  # warm-up
+        series = {"load_table": (url, {}), "load_table_etag": (url, {"If-None-Match": etag}),
+                  "load_table_route": (f"{url}?route=1", {}),
+                  "trivial": (f"{trivial_base}/ping", {})}
+        for target, headers in series.values():
+            wrk(target, 8, headers, duration_s=2)  # warm-up
         for connections in CONNECTIONS:
-            out["load_table"].append(wrk(url, connections))
-            out["load_table_etag"].append(wrk(url, connections, {"If-None-Match": etag}))
-            out["load_table_route"].append(wrk(f"{url}?route=1", connections))
+            for name, (target, headers) in series.items():
+                out[name].append(wrk(target, connections, headers))
         out["catalog_server_rss_mib"] = round(process.memory_info().rss / 2**20, 1)
         out["commits"] = commits(uri)
-    with server("trivial", root / "trivial") as (base, _):
-        wrk(f"{base}/ping", 8, duration_s=2)
-        for connections in CONNECTIONS:
-            out["trivial"].append(wrk(f"{base}/ping", connections))
     return out
 
 

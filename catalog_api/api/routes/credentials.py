@@ -40,7 +40,6 @@ def load_credentials(
     ``planId`` is accepted: credentials cover the whole table location, so they serve
     every plan of the table.
     """
-    loaded = store.load_table((*namespace, table), "refs")
-    credentials = vendor.storage_credentials(loaded.metadata.location)
+    credentials = vendor.storage_credentials(store.table_location((*namespace, table)))
     answer = LoadCredentialsResponse.model_validate({"storage-credentials": credentials})
     return json_response(answer)
