@@ -215,8 +215,9 @@ def _catalog(cat: dict[str, Any]) -> list[str]:
              "(answered 304), next to a trivial FastAPI endpoint (`GET /ping`) under the same "
              "uvicorn settings in the same run. One server process each (as `lakehouse serve`), "
              "load from `wrk` over loopback on the same 2 cores; at each connection count the "
-             "rows are measured one right after the other, so they share the background load.",
-             ""]
+             "rows are measured one right after the other, so they share the background load, "
+             "in several rounds: each row is its median run (all rates in results.json, "
+             "`rps_runs`).", ""]
     rows = []
     trivial = {r["connections"]: r for r in cat["trivial"]}
     series = [(cat["load_table"], "loadTable"), (cat["load_table_etag"], "loadTable + ETag 304"),
