@@ -19,6 +19,7 @@ import logging
 import multiprocessing as mp
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -67,20 +68,30 @@ def server(kind: str, root: Path) -> Iterator[tuple[str, psutil.Process]]:
 
 
 def wrk(url: str, connections: int, headers: dict[str, str] | None = None,
-        duration_s: int = DURATION_S) -> dict[str, Any]:
-    """Run wrk against ``url``; requests/s, p50/p99 latency (ms) and status summary."""
+        duration_s: int = DURATION_S, server_process: psutil.Process | None = None,
+        ) -> dict[str, Any]:
+    """Run wrk against ``url``; requests/s, p50/p99 latency (ms) and status summary.
+
+    With ``server_process``, also the server's CPU time (user + system, all its threads) per
+    answered request, ``server_cpu_us``: unlike the rate, it hardly depends on what else
+    runs on the machine.
+    """
     command = ["wrk", f"-t{min(connections, 2)}", f"-c{connections}", f"-d{duration_s}s",
                "--latency", "--timeout", "10s"]
     for name, value in (headers or {}).items():
         command += ["-H", f"{name}: {value}"]
+    cpu_before = sum(server_process.cpu_times()[:2]) if server_process else 0.0
     output = subprocess.run(command + [url], capture_output=True, text=True, check=True).stdout
+    cpu_s = sum(server_process.cpu_times()[:2]) - cpu_before if server_process else None
+    requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore
     latency = {p: _ms(re.search(rf"\s{p}%\s+([\d.]+\w+)", output).group(1))  # type: ignore
                for p in ("50", "99")}
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     return {"rps": round(rate, 1), "p50_ms": latency["50"], "p99_ms": latency["99"],
             "non_2xx_3xx": int(errors.group(1)) if errors else 0, "connections": connections,
-            "load": load_average()[0]}
+            "load": load_average()[0], "requests": requests,
+            "server_cpu_us": round(cpu_s / requests * 1e6, 1) if cpu_s and requests else None}
 
 
 def _ms(text: str) -> float:
@@ -112,7 +123,7 @@ def load_table(root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"load_table": [], "load_table_etag": [], "load_table_route": [],
                            "trivial": []}
     with server("catalog", root / "catalog") as (base, process), \
-            server("trivial", root / "trivial") as (trivial_base, _):
+            server("trivial", root / "trivial") as (trivial_base, trivial_process):
         uri = f"{base}/iceberg"
         _table_with_history(uri)
         url = f"{uri}/v1/namespaces/{NAMESPACE}/tables/{TABLE}"
@@ -122,28 +133,35 @@ def load_table(root: Path) -> dict[str, Any]:
         routed = httpx.get(url, params={"route": "1"})
         assert (routed.content, routed.headers["etag"]) == (first.content, etag)
         out["metadata_bytes"] = len(first.content)
-        series = {"load_table": (url, {}), "load_table_etag": (url, {"If-None-Match": etag}),
-                  "load_table_route": (f"{url}?route=1", {}),
-                  "trivial": (f"{trivial_base}/ping", {})}
-        for target, headers in series.values():
+        series = {"load_table": (url, {}, process),
+                  "load_table_etag": (url, {"If-None-Match": etag}, process),
+                  "load_table_route": (f"{url}?route=1", {}, process),
+                  "trivial": (f"{trivial_base}/ping", {}, trivial_process)}
+        for target, headers, _ in series.values():
             wrk(target, 8, headers, duration_s=2)  # warm-up
         runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for _ in range(ROUNDS):
             for connections in CONNECTIONS:
-                for name, (target, headers) in series.items():
+                for name, (target, headers, owner) in series.items():
                     runs.setdefault((name, connections), []).append(
-                        wrk(target, connections, headers))
-        for (name, _), measured in runs.items():
-            out[name].append(_median_run(measured))
+                        wrk(target, connections, headers, server_process=owner))
+        for (name, connections), measured in runs.items():
+            out[name].append(_median_run(measured, runs[("trivial", connections)]))
         out["catalog_server_rss_mib"] = round(process.memory_info().rss / 2**20, 1)
         out["commits"] = commits(uri)
     return out
 
 
-def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run with the median rate, with every run's rate under ``rps_runs``."""
+def _median_run(runs: list[dict[str, Any]], trivial: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median rate, plus every run's rate (``rps_runs``), the median of the
+    rate ratios to the trivial endpoint's run of the same round (``share_of_trivial``) and
+    the median server CPU per request (``server_cpu_us``)."""
     median = sorted(runs, key=lambda r: r["rps"])[len(runs) // 2]
-    return {**median, "rps_runs": [r["rps"] for r in runs]}
+    shares = [r["rps"] / t["rps"] for r, t in zip(runs, trivial, strict=True)]
+    cpu = [r["server_cpu_us"] for r in runs if r["server_cpu_us"] is not None]
+    return {**median, "rps_runs": [r["rps"] for r in runs],
+            "share_of_trivial": round(statistics.median(shares), 3),
+            "server_cpu_us": statistics.median(cpu) if cpu else None}
 
 
 class _RetryCounter(logging.Handler):
