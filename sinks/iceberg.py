@@ -1,87 +1,232 @@
-"""Apply view deltas to an Iceberg v2 table with Spark, through the REST catalog.
+"""Apply view deltas to an Iceberg v2 table through the REST catalog.
 
 Every commit is one Iceberg snapshot whose summary carries the new frontier
-(:data:`sinks.frontier.FRONTIER_KEY`), so the data and the frontier land atomically.
+(:data:`sinks.frontier.FRONTIER_KEY`) and the refresh state
+(:data:`sinks.refresh_state.REFRESH_STATE_KEY`), so data and freshness land atomically; the
+same commit sets them as table properties.
+
+Two paths:
+
+- Arrow (:meth:`IcebergSink.apply_arrow`, :meth:`IcebergSink.replace_arrow`), the default:
+  pyiceberg writes the files and commits ONE catalog commit, which requires ``main`` to
+  still be the snapshot :meth:`IcebergSink.frontier` read. Copy-on-write: only the data
+  files holding deleted rows are read and rewritten (:mod:`sinks.iceberg_rewrite`). The
+  delta, and the files it touches, must fit in the driver's memory.
+- Spark (:meth:`IcebergSink.apply`, :meth:`IcebergSink.replace`), for deltas too large to
+  collect: a Spark ``MERGE``/write on a refresh branch published to ``main`` under the
+  same requirement (:mod:`sinks.iceberg_publish`); three catalog commits.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.table import Table
+from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ivm import WEIGHT, expand
+from sinks.arrow_zset import expanded, has_deletes
 from sinks.errors import SinkError
-from sinks.frontier import (
-    FRONTIER_KEY,
-    REFRESHED_AT_KEY,
-    Frontier,
-    decode_frontier,
-    encode_frontier,
-)
+from sinks.frontier import FRONTIER_KEY, Frontier, decode_frontier
 from sinks.iceberg_commit import run_with_commit_properties
 from sinks.iceberg_publish import staged_on_branch
+from sinks.iceberg_rewrite import Rewrite, plan_rewrite
+from sinks.iceberg_schema import arrow_schema, conformed
+from sinks.iceberg_snapshot import NO_RETRIES, commit_snapshot
 from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
+from sinks.refresh_state import RefreshStates, freshness_properties, now_ms
 
 TABLE_PROPERTIES = {
     "format-version": "2",
     "write.delete.mode": "copy-on-write",
     "write.update.mode": "copy-on-write",
     "write.merge.mode": "copy-on-write",
+    **NO_RETRIES,
 }
-"""Copy-on-write keeps the view readable by every client, and its change feed exact."""
+"""Copy-on-write keeps the view readable by every client, and its change feed exact; a
+commit that lost a race is never re-applied on another head (:mod:`sinks.iceberg_snapshot`)."""
+
+
+@dataclass(frozen=True)
+class _Base:
+    """The table as :meth:`IcebergSink.frontier` read it (None: no table yet)."""
+
+    table: Table | None
+    snapshot_id: int | None
 
 
 class IcebergSink:
     """One view's Iceberg table.
 
     Args:
-        spark: Session whose catalog ``catalog_name`` is the REST catalog.
-        catalog: The same REST catalog through pyiceberg (metadata reads).
+        spark: Session whose catalog ``catalog_name`` is the REST catalog (Spark path).
+        catalog: The same REST catalog through pyiceberg.
         catalog_name: The Spark catalog name.
         identifier: ``namespace.table`` of the view.
+        refresh_states: Builds the ``refresh-state`` of each commit from the view's
+            sources (:class:`sinks.refresh_state.RefreshStates`); by default one that
+            records no source state.
     """
 
-    def __init__(self, spark: SparkSession, catalog: Catalog, catalog_name: str, identifier: str):
+    def __init__(self, spark: SparkSession, catalog: Catalog, catalog_name: str, identifier: str,
+                 *, refresh_states: RefreshStates | None = None):
         self.spark = spark
         self.catalog = catalog
         self.identifier = identifier
         self.table_name = f"{catalog_name}.{identifier}"
+        self.refresh_states = refresh_states or RefreshStates({})
         self._catalog_name = catalog_name
-        self._base_snapshot_id: int | None = None
+        self._base: _Base | None = None
+        self._started_ms: int | None = None
 
     def frontier(self) -> dict[str, int] | None:
         """The frontier of the table's current snapshot; None before the first commit.
 
-        The snapshot read here is the base of this sink's next commit: the commit is
-        refused if ``main`` moves in between (:mod:`sinks.iceberg_publish`).
+        The snapshot read here is the base of this sink's next commit, which is refused
+        if ``main`` moves in between; the call also marks the start of the refresh (the
+        ``refresh-start-timestamp-ms`` of the refresh state).
         """
+        self._started_ms = now_ms()
         try:
-            snapshot = self.catalog.load_table(self.identifier).current_snapshot()
+            table = self.catalog.load_table(self.identifier)
         except NoSuchTableError:
+            self._base = _Base(None, None)
             return None
-        self._base_snapshot_id = snapshot.snapshot_id if snapshot is not None else None
+        snapshot = table.current_snapshot()
+        self._base = _Base(table, snapshot.snapshot_id if snapshot is not None else None)
         if snapshot is None or snapshot.summary is None:
             return None
         return decode_frontier(snapshot.summary.additional_properties.get(FRONTIER_KEY))
 
-    def ensure_table(self, schema: StructType) -> None:
-        """Create the namespace and the table (Iceberg v2) unless they exist."""
+    def ensure_table(self, schema: StructType | pa.Schema) -> None:
+        """Create the namespace and the table (Iceberg v2, every column optional) if absent.
+
+        Free when :meth:`frontier` found the table; otherwise one ``loadTable`` (and the
+        creation, the first time).
+
+        Args:
+            schema: The view's columns (Spark or Arrow schema, without ``_weight``).
+        """
+        if self._base is not None and self._base.table is not None:
+            return
         namespace = self.identifier.rsplit(".", 1)[0]
-        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._catalog_name}.{namespace}")
-        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
-        properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
-        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table_name} ({columns}) "
-                       f"USING iceberg TBLPROPERTIES ({properties})")
+        try:
+            self.catalog.create_namespace_if_not_exists(namespace)
+            table = self.catalog.create_table_if_not_exists(
+                self.identifier, schema=arrow_schema(schema), properties=TABLE_PROPERTIES)
+        except Exception as error:  # catalog clients raise many types; report them as one
+            raise SinkError(f"cannot create the table: {error}", table=self.identifier) from error
+        if self._base is not None:
+            self._base = _Base(table, self._base.snapshot_id)
+
+    def apply_arrow(self, delta: pa.Table, key: Sequence[str] | None, frontier: Frontier) -> None:
+        """Apply a view delta in one snapshot and one catalog commit carrying ``frontier``.
+
+        Keyed views: every row whose key equals a delta row's key (NULL equals NULL) is
+        deleted and the +1 rows are inserted. Multiset views: a row of weight -w deletes
+        w copies, a row of weight +w inserts w copies. An empty delta still commits (an
+        empty snapshot that advances the frontier).
+
+        Args:
+            delta: Consolidated Z-set as Arrow: the view's columns plus ``_weight`` (int64),
+                e.g. Spark's ``DataFrame.toArrow()``; types are cast to the table's.
+            key: The view's unique key, or None when rows have multiplicities.
+            frontier: The source versions the table reflects after this commit.
+
+        Raises:
+            SinkError: Another refresh committed since :meth:`frontier`, the delta does not
+                fit the table's schema, or the commit failed; the table is unchanged.
+        """
+        table = self._commit_base()
+        data = conformed(delta, table.schema(), self.identifier)
+        data = data.append_column(WEIGHT, delta[WEIGHT].cast(pa.int64()))
+        deletes = key is not None or has_deletes(data)
+        rewrite = (plan_rewrite(table, data, key) if deletes and self._base_snapshot_id()
+                   is not None and data.num_rows else _nothing_removed(data))
+        remaining = conformed(rewrite.remaining, table.schema(), self.identifier)
+        self._commit(table, rewrite, pa.concat_tables([remaining, expanded(data)]), frontier)
+
+    def replace_arrow(self, rows: pa.Table, frontier: Frontier) -> None:
+        """Replace the table's content by ``rows`` in one snapshot (full refresh).
+
+        Args:
+            rows: The view's columns (cast to the table's types).
+            frontier: The source versions the table reflects after this commit.
+
+        Raises:
+            SinkError: As :meth:`apply_arrow`.
+        """
+        table = self._commit_base()
+        data = conformed(rows, table.schema(), self.identifier)
+        removed = ([task.file for task in table.scan().plan_files()]
+                   if self._base_snapshot_id() is not None else [])
+        self._commit(table, Rewrite(removed, data.slice(0, 0), len(removed)), data, frontier)
+
+    def _commit(self, table: Table, rewrite: Rewrite, rows: pa.Table, frontier: Frontier) -> None:
+        properties = self._properties(frontier)
+        try:
+            snapshot_id = commit_snapshot(table, rewrite.removed, rows, properties)
+        except CommitFailedException as error:
+            raise SinkError(f"another refresh committed first (main moved from snapshot "
+                            f"{self._base_snapshot_id()}); nothing published: {error}",
+                            table=self.identifier) from error
+        except Exception as error:  # IO and catalog clients raise many types; report as one
+            raise SinkError(f"commit failed: {error}", table=self.identifier) from error
+        self._base = _Base(table, snapshot_id)
+
+    def _base_snapshot_id(self) -> int | None:
+        return self._base.snapshot_id if self._base is not None else None
+
+    def _commit_base(self) -> Table:
+        """The table to commit on: as :meth:`frontier` read it, ``main`` unmoved since.
+
+        Raises:
+            SinkError: The table is missing, or ``main`` moved since :meth:`frontier`.
+        """
+        base = self._base
+        table = base.table if base is not None else None
+        if table is None:
+            try:
+                table = self.catalog.load_table(self.identifier)
+            except NoSuchTableError as error:
+                raise SinkError("no table; call ensure_table first",
+                                table=self.identifier) from error
+        head = _main_snapshot_id(table)
+        if base is None:
+            self._base = base = _Base(table, head)
+        if head != base.snapshot_id:
+            raise SinkError(f"another refresh committed first (main moved from snapshot "
+                            f"{base.snapshot_id} to {head}); nothing published",
+                            table=self.identifier)
+        return self._without_retries(table, head)
+
+    def _without_retries(self, table: Table, head: int | None) -> Table:
+        """``table`` with :data:`NO_RETRIES` set (tables created before it need one commit)."""
+        if all(table.properties.get(k) == v for k, v in NO_RETRIES.items()):
+            return table
+        requirement = AssertRefSnapshotId.model_validate({"ref": MAIN_BRANCH, "snapshot-id": head})
+        try:
+            self.catalog.commit_table(table, (requirement,), (SetPropertiesUpdate(updates=NO_RETRIES),))
+        except CommitFailedException as error:
+            raise SinkError(f"another refresh committed first: {error}",
+                            table=self.identifier) from error
+        return self.catalog.load_table(self.identifier)
+
+    def _properties(self, frontier: Frontier) -> dict[str, str]:
+        state = self.refresh_states.state(frontier, self._started_ms)
+        return freshness_properties(frontier, state)
 
     def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier) -> None:
-        """Apply a view delta in one snapshot carrying ``frontier``.
+        """Apply a view delta with Spark (for deltas too large for :meth:`apply_arrow`).
 
         Args:
             delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64).
@@ -89,9 +234,10 @@ class IcebergSink:
             frontier: The source versions the table reflects after this commit.
 
         Raises:
-            SinkError: The commit failed; the table is unchanged.
+            SinkError: The commit failed, or another refresh committed first; the table
+                is unchanged.
         """
-        properties = _summary(frontier)
+        properties = self._properties(frontier)
         with self._target(properties) as target:
             if delta.isEmpty() or (key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()):
                 self._append(target, expand(delta), properties)
@@ -102,8 +248,8 @@ class IcebergSink:
             self._merge(target, source, key, properties)
 
     def replace(self, rows: DataFrame, frontier: Frontier) -> None:
-        """Replace the table's content by ``rows`` in one snapshot (full refresh)."""
-        properties = _summary(frontier)
+        """Replace the table's content by ``rows`` with Spark, in one snapshot (full refresh)."""
+        properties = self._properties(frontier)
         with self._target(properties) as target:
             writer = rows.writeTo(target)
             for name, value in properties.items():
@@ -118,12 +264,13 @@ class IcebergSink:
         concurrent one is harmless. The freshness ``properties`` become table properties
         too (in the publishing commit; after the first one).
         """
-        if self._base_snapshot_id is None:
+        base_snapshot_id = self._base_snapshot_id()
+        if base_snapshot_id is None:
             yield self.table_name
             table = self.catalog.load_table(self.identifier)
             table.transaction().set_properties(properties).commit_transaction()
             return
-        with staged_on_branch(self.catalog, self.identifier, self._base_snapshot_id,
+        with staged_on_branch(self.catalog, self.identifier, base_snapshot_id,
                               properties) as branch:
             yield f"{self.table_name}.branch_{branch}"
 
@@ -163,5 +310,10 @@ class IcebergSink:
                             table=self.identifier) from error
 
 
-def _summary(frontier: Frontier) -> dict[str, str]:
-    return {FRONTIER_KEY: encode_frontier(frontier), REFRESHED_AT_KEY: str(int(time.time() * 1000))}
+def _main_snapshot_id(table: Table) -> int | None:
+    ref = table.metadata.refs.get(MAIN_BRANCH)
+    return ref.snapshot_id if ref is not None else None
+
+
+def _nothing_removed(data: pa.Table) -> Rewrite:
+    return Rewrite(removed=[], remaining=data.drop_columns([WEIGHT]).slice(0, 0), candidates=0)
