@@ -62,8 +62,9 @@ def deleted_positions(rows: pa.Table, delta: pa.Table, key: Sequence[str] | None
         Sorted int64 positions into ``rows``.
     """
     columns = list(key) if key is not None else data_columns(delta)
-    current = rows.select(columns).append_column(POSITION, pa.array(np.arange(rows.num_rows)))
-    changes = delta.select([*columns, WEIGHT])  # noqa: F841  (scanned by DuckDB below)
+    current = pa.table({**{c: rows[c] for c in columns},
+                        POSITION: pa.array(np.arange(rows.num_rows), pa.int64())})
+    changes = delta.select([*columns, WEIGHT])
     same = " AND ".join(f"t.{_quoted(c)} IS NOT DISTINCT FROM d.{_quoted(c)}" for c in columns)
     if key is not None:
         sql = (f"SELECT {POSITION} FROM current t WHERE EXISTS "
@@ -73,8 +74,10 @@ def deleted_positions(rows: pa.Table, delta: pa.Table, key: Sequence[str] | None
         sql = (f"SELECT t.{POSITION} FROM (SELECT *, row_number() OVER (PARTITION BY {partition} "
                f"ORDER BY {POSITION}) AS n FROM current) t "
                f"JOIN (SELECT * FROM changes WHERE {WEIGHT} < 0) d ON {same} WHERE t.n <= -d.{WEIGHT}")
-    result = duckdb.sql(f"{sql} ORDER BY 1").arrow()
-    positions = result.read_all() if isinstance(result, pa.RecordBatchReader) else result
+    with duckdb.connect() as connection:  # own connection: callers may run in threads
+        connection.register("current", current)
+        connection.register("changes", changes)
+        positions = connection.execute(f"{sql} ORDER BY 1").to_arrow_table()
     return positions.column(0).combine_chunks().cast(pa.int64())
 
 
