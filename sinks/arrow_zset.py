@@ -16,10 +16,6 @@ import pyarrow.compute as pc
 
 from ivm import WEIGHT
 
-POSITION = "__position"
-"""Column of row positions handed to DuckDB."""
-
-
 def data_columns(delta: pa.Table) -> list[str]:
     """The view's columns of a delta (every column but ``_weight``)."""
     return [name for name in delta.column_names if name != WEIGHT]
@@ -62,24 +58,20 @@ def deleted_positions(rows: pa.Table, delta: pa.Table, key: Sequence[str] | None
         Sorted int64 positions into ``rows``.
     """
     columns = list(key) if key is not None else data_columns(delta)
-    current = pa.table({**{c: rows[c] for c in columns},
-                        POSITION: pa.array(np.arange(rows.num_rows), pa.int64())})
-    changes = delta.select([*columns, WEIGHT])
-    same = " AND ".join(f"t.{_quoted(c)} IS NOT DISTINCT FROM d.{_quoted(c)}" for c in columns)
+    names = [f"c{i}" for i in range(len(columns))]  # DuckDB sees positional names only
+    current = pa.table([*(rows[c] for c in columns), pa.array(np.arange(rows.num_rows))],
+                       names=[*names, "position"])
+    changes = pa.table([*(delta[c] for c in columns), delta[WEIGHT]], names=[*names, "weight"])
+    same = " AND ".join(f"t.{c} IS NOT DISTINCT FROM d.{c}" for c in names) or "TRUE"
     if key is not None:
-        sql = (f"SELECT {POSITION} FROM current t WHERE EXISTS "
-               f"(SELECT 1 FROM changes d WHERE {same or 'TRUE'})")
+        sql = f"SELECT position FROM current t WHERE EXISTS (SELECT 1 FROM changes d WHERE {same})"
     else:
-        partition = ", ".join(_quoted(c) for c in columns)
-        sql = (f"SELECT t.{POSITION} FROM (SELECT *, row_number() OVER (PARTITION BY {partition} "
-               f"ORDER BY {POSITION}) AS n FROM current) t "
-               f"JOIN (SELECT * FROM changes WHERE {WEIGHT} < 0) d ON {same} WHERE t.n <= -d.{WEIGHT}")
+        sql = (f"SELECT t.position FROM (SELECT *, row_number() OVER (PARTITION BY "
+               f"{', '.join(names)} ORDER BY position) AS copy FROM current) t "
+               f"JOIN (SELECT * FROM changes WHERE weight < 0) d ON {same} "
+               f"WHERE t.copy <= -d.weight")
     with duckdb.connect() as connection:  # own connection: callers may run in threads
         connection.register("current", current)
         connection.register("changes", changes)
         positions = connection.execute(f"{sql} ORDER BY 1").to_arrow_table()
     return positions.column(0).combine_chunks().cast(pa.int64())
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -161,15 +161,15 @@ def _multiset_source(delta: pa.Table, table: DeltaTable) -> pa.Table:
     result = duckdb.sql(f"""
         WITH removed AS (SELECT * FROM delta WHERE {WEIGHT} < 0),
         remaining AS (
-            SELECT {select}, r.{WEIGHT} + (SELECT count(*) FROM current t WHERE {same}) AS n
+            SELECT {select}, r.{WEIGHT} + (SELECT count(*) FROM current t WHERE {same}) AS __copies
             FROM removed r),
         inserts AS (
-            SELECT {', '.join(map(_quoted, columns))}, {WEIGHT} AS n FROM delta WHERE {WEIGHT} > 0
+            SELECT {', '.join(map(_quoted, columns))}, {WEIGHT} AS __copies FROM delta WHERE {WEIGHT} > 0
             UNION ALL SELECT * FROM remaining)
         SELECT {', '.join(map(_quoted, columns))}, 'delete' AS {OP} FROM removed
         UNION ALL
         SELECT {', '.join(map(_quoted, columns))}, 'insert' AS {OP}
-        FROM inserts, range(CAST(greatest(n, 0) AS BIGINT))
+        FROM inserts, range(CAST(greatest(__copies, 0) AS BIGINT))
     """).arrow()
     return pa.table(result)
 

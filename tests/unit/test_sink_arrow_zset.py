@@ -63,3 +63,11 @@ def test_empty_key_means_one_row_view_replaced_by_any_change() -> None:
     table = _table([(7, "total")])
     assert _remaining(table, _delta([(8, "total", 1)]), []) == Counter()
     assert _remaining(table, _delta([]), []) == Counter({(7, "total"): 1})
+
+
+def test_column_names_never_clash_with_the_query() -> None:
+    table = pa.table({"position": [5, 5, 5], "copy": [1, 1, 1], "weight": ["w", "w", "w"]})
+    delta = pa.table({"position": [5], "copy": [1], "weight": ["w"],
+                      "_weight": pa.array([-2], pa.int64())})
+    assert len(deleted_positions(table, delta, None)) == 2
+    assert len(deleted_positions(table, delta, ["copy"])) == 3
