@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ivm import WEIGHT
 
+
 def data_columns(delta: pa.Table) -> list[str]:
     """The view's columns of a delta (every column but ``_weight``)."""
     return [name for name in delta.column_names if name != WEIGHT]

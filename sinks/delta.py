@@ -164,7 +164,8 @@ def _multiset_source(delta: pa.Table, table: DeltaTable) -> pa.Table:
             SELECT {select}, r.{WEIGHT} + (SELECT count(*) FROM current t WHERE {same}) AS __copies
             FROM removed r),
         inserts AS (
-            SELECT {', '.join(map(_quoted, columns))}, {WEIGHT} AS __copies FROM delta WHERE {WEIGHT} > 0
+            SELECT {', '.join(map(_quoted, columns))}, {WEIGHT} AS __copies
+            FROM delta WHERE {WEIGHT} > 0
             UNION ALL SELECT * FROM remaining)
         SELECT {', '.join(map(_quoted, columns))}, 'delete' AS {OP} FROM removed
         UNION ALL

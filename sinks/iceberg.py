@@ -215,7 +215,8 @@ class IcebergSink:
             return table
         requirement = AssertRefSnapshotId.model_validate({"ref": MAIN_BRANCH, "snapshot-id": head})
         try:
-            self.catalog.commit_table(table, (requirement,), (SetPropertiesUpdate(updates=NO_RETRIES),))
+            self.catalog.commit_table(table, (requirement,),
+                                      (SetPropertiesUpdate(updates=NO_RETRIES),))
         except CommitFailedException as error:
             raise SinkError(f"another refresh committed first: {error}",
                             table=self.identifier) from error

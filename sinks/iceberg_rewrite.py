@@ -97,9 +97,11 @@ def _column_term(rows: pa.Table, name: str, schema: Schema) -> BooleanExpression
         return None
     values = set(pc.unique(rows[name]).to_pylist())
     present = values - {None}
-    terms: list[BooleanExpression] = [In(name, present)] if present else []
+    terms: list[BooleanExpression] = []
+    if present:  # pyiceberg's overloaded __new__ confuses mypy's pydantic view of In/IsNull
+        terms.append(In(name, present))  # type: ignore[call-arg, arg-type]
     if None in values:
-        terms.append(IsNull(name))
+        terms.append(IsNull(name))  # type: ignore[call-arg, arg-type]
     if not terms:
         return None
     term = reduce(Or, terms)

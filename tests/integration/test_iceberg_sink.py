@@ -34,12 +34,13 @@ Row = tuple[object, ...]
 
 
 def _row(k: int | None, name: str | None = "r", n: int = 1) -> Row:
-    stamp = dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone.utc) + dt.timedelta(hours=k or 0)
-    return (k, name, Decimal(f"{(k or 0) % 1000}.25"), dt.date(2024, 1, 1) + dt.timedelta(days=k or 0),
-            stamp, n, (k or 0) / 4)
+    stamp = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC) + dt.timedelta(hours=k or 0)
+    day = dt.date(2024, 1, 1) + dt.timedelta(days=k or 0)
+    return (k, name, Decimal(f"{(k or 0) % 1000}.25"), day, stamp, n, (k or 0) / 4)
 
 
-def _arrow(spark: SparkSession, rows: Sequence[Row], weights: Sequence[int] | None = None) -> pa.Table:
+def _arrow(spark: SparkSession, rows: Sequence[Row],
+           weights: Sequence[int] | None = None) -> pa.Table:
     """Rows (plus ``_weight`` when given) made by Spark and collected as a refresh does."""
     if weights is None:
         return to_arrow(spark.createDataFrame(list(rows), SCHEMA))
@@ -223,4 +224,5 @@ def test_table_is_created_from_the_spark_schema_and_duckdb_reads_the_result(
             f"SELECT k, name, amount, day, n, x FROM lake.{catalog_namespace}.typed").fetchall()
     finally:
         duck.close()
-    assert sorted(rows) == sorted((*r[:4], *r[5:]) for r in [_row(0, "zero"), *map(_row, range(1, 5))])
+    expected = [_row(0, "zero"), *map(_row, range(1, 5))]
+    assert sorted(rows) == sorted((*r[:4], *r[5:]) for r in expected)
