@@ -14,13 +14,12 @@ Two paths:
   delta, and the files it touches, must fit in the driver's memory.
 - Spark (:meth:`IcebergSink.apply`, :meth:`IcebergSink.replace`), for deltas too large to
   collect: a Spark ``MERGE``/write on a refresh branch published to ``main`` under the
-  same requirement (:mod:`sinks.iceberg_publish`); three catalog commits.
+  same requirement (:mod:`sinks.iceberg_spark`); three catalog commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -30,19 +29,16 @@ from pyiceberg.table import Table
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ivm import WEIGHT, expand
+from ivm import WEIGHT
 from sinks.arrow_zset import expanded, has_deletes
 from sinks.errors import SinkError
 from sinks.frontier import FRONTIER_KEY, Frontier, decode_frontier
-from sinks.iceberg_commit import run_with_commit_properties
-from sinks.iceberg_publish import staged_on_branch
 from sinks.iceberg_rewrite import Rewrite, plan_rewrite
 from sinks.iceberg_schema import arrow_schema, conformed
 from sinks.iceberg_snapshot import NO_RETRIES, commit_snapshot
-from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
+from sinks.iceberg_spark import SparkWriter
 from sinks.refresh_state import RefreshStates, freshness_properties, now_ms
 
 TABLE_PROPERTIES = {
@@ -238,77 +234,19 @@ class IcebergSink:
             SinkError: The commit failed, or another refresh committed first; the table
                 is unchanged.
         """
-        properties = self._properties(frontier)
-        with self._target(properties) as target:
-            if delta.isEmpty() or (key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()):
-                self._append(target, expand(delta), properties)
-                return
-            current = self.spark.table(target)
-            source = (keyed_merge_source(delta, key) if key is not None
-                      else multiset_merge_source(delta, current))
-            self._merge(target, source, key, properties)
+        self._spark_writer().apply(delta, key, self._properties(frontier))
 
     def replace(self, rows: DataFrame, frontier: Frontier) -> None:
-        """Replace the table's content by ``rows`` with Spark, in one snapshot (full refresh)."""
-        properties = self._properties(frontier)
-        with self._target(properties) as target:
-            writer = rows.writeTo(target)
-            for name, value in properties.items():
-                writer = writer.option(f"snapshot-property.{name}", value)
-            self._guard(lambda: writer.overwrite(F.lit(True)))
+        """Replace the table's content by ``rows`` with Spark, in one snapshot (full refresh).
 
-    @contextmanager
-    def _target(self, properties: dict[str, str]) -> Iterator[str]:
-        """The Spark table to write: a branch published on exit, or ``main``.
-
-        ``main`` only for the first commit: an initial load overwrites everything, so a
-        concurrent one is harmless. The freshness ``properties`` become table properties
-        too (in the publishing commit; after the first one).
+        Raises:
+            SinkError: As :meth:`apply`.
         """
-        base_snapshot_id = self._base_snapshot_id()
-        if base_snapshot_id is None:
-            yield self.table_name
-            table = self.catalog.load_table(self.identifier)
-            table.transaction().set_properties(properties).commit_transaction()
-            return
-        with staged_on_branch(self.catalog, self.identifier, base_snapshot_id,
-                              properties) as branch:
-            yield f"{self.table_name}.branch_{branch}"
+        self._spark_writer().replace(rows, self._properties(frontier))
 
-    def _append(self, target: str, rows: DataFrame, properties: dict[str, str]) -> None:
-        writer = rows.writeTo(target)
-        for name, value in properties.items():
-            writer = writer.option(f"snapshot-property.{name}", value)
-        self._guard(writer.append)
-
-    def _merge(
-        self, target: str, source: DataFrame, key: Sequence[str] | None,
-        properties: dict[str, str],
-    ) -> None:
-        columns = [c for c in source.columns if c != OP]
-        view = f"__merge_{self.identifier.replace('.', '_')}"
-        source.createOrReplaceTempView(view)
-        matching = key if key is not None else columns
-        matched = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in matching)
-        on = f"s.{OP} = 'delete'" + (f" AND {matched}" if matched else "")
-        names = ", ".join(f"`{c}`" for c in columns)
-        values = ", ".join(f"s.`{c}`" for c in columns)
-        statement = (f"MERGE INTO {target} t USING {view} s ON {on} "
-                     f"WHEN MATCHED THEN DELETE "
-                     f"WHEN NOT MATCHED AND s.{OP} = 'insert' "
-                     f"THEN INSERT ({names}) VALUES ({values})")
-        try:
-            self._guard(lambda: run_with_commit_properties(
-                self.spark, properties, lambda: self.spark.sql(statement)))
-        finally:
-            self.spark.catalog.dropTempView(view)
-
-    def _guard(self, commit) -> None:
-        try:
-            commit()
-        except Exception as error:  # py4j and Spark raise many types; report them all as one
-            raise SinkError(f"commit failed: {str(error).splitlines()[0]}",
-                            table=self.identifier) from error
+    def _spark_writer(self) -> SparkWriter:
+        return SparkWriter(self.spark, self.catalog, self._catalog_name, self.identifier,
+                           self._base_snapshot_id())
 
 
 def _main_snapshot_id(table: Table) -> int | None:
