@@ -113,7 +113,8 @@ def _run_path(spark: SparkSession, catalog: RestCatalog, path: str, keyed: bool,
 
 
 def _one_refresh(spark: SparkSession, catalog: RestCatalog, identifier: str, path: str,
-                 delta: DataFrame, key: list[str] | None, round_: int) -> tuple[float, float | None]:
+                 delta: DataFrame, key: list[str] | None,
+                 round_: int) -> tuple[float, float | None]:
     """Seconds of one refresh's sink work, and of collecting the delta (Arrow path)."""
     sink = IcebergSink(spark, catalog, "lakehouse", identifier)  # a refresh's new sink
     frontier = {"s": round_ + 1}
