@@ -143,7 +143,7 @@ class IcebergSink:
                 fit the table's schema, or the commit failed; the table is unchanged.
         """
         table = self._commit_base()
-        data = conformed(delta, table.schema(), self.identifier)
+        data = conformed(delta.drop_columns([WEIGHT]), table.schema(), self.identifier)
         data = data.append_column(WEIGHT, delta[WEIGHT].cast(pa.int64()))
         deletes = key is not None or has_deletes(data)
         rewrite = (plan_rewrite(table, data, key) if deletes and self._base_snapshot_id()

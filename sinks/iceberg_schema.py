@@ -33,20 +33,20 @@ def conformed(rows: pa.Table, schema: Schema, table: str) -> pa.Table:
 
     Spark's Arrow (``DataFrame.toArrow``) names the session time zone on timestamps, uses
     narrower integers than Iceberg, and may order columns differently: casting to the
-    table's own Arrow schema makes any of them writable. Extra columns are dropped.
+    table's own Arrow schema makes any of them writable.
 
     Args:
-        rows: Rows with (at least) the table's columns, by name.
+        rows: Rows with exactly the table's columns, by name.
         schema: The Iceberg table's current schema.
         table: The table's identifier, for errors.
 
     Raises:
-        SinkError: A table column is missing or cannot be cast.
+        SinkError: A column is missing from either side, or cannot be cast.
     """
     target = schema.as_arrow()
-    missing = [name for name in target.names if name not in rows.column_names]
-    if missing:
-        raise SinkError(f"the delta lacks the table's columns {missing}", table=table)
+    if sorted(target.names) != sorted(rows.column_names):
+        raise SinkError(f"the rows' columns {rows.column_names} are not the table's "
+                        f"{target.names}", table=table)
     try:
         return rows.select(target.names).cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as error:
