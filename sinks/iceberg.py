@@ -12,14 +12,15 @@ Two paths:
   still be the snapshot :meth:`IcebergSink.frontier` read. Copy-on-write: only the data
   files holding deleted rows are read and rewritten (:mod:`sinks.iceberg_rewrite`). The
   delta, and the files it touches, must fit in the driver's memory.
-- Spark (:meth:`IcebergSink.apply`, :meth:`IcebergSink.replace`), for deltas too large to
-  collect: a Spark ``MERGE``/write on a refresh branch published to ``main`` under the
-  same requirement (:mod:`sinks.iceberg_spark`); three catalog commits.
+- Spark, for deltas too large to collect: a Spark ``MERGE``/write on a refresh branch
+  published to ``main`` under the same requirement (:mod:`sinks.iceberg_spark`); three
+  catalog commits. :meth:`IcebergSink.apply` and :meth:`IcebergSink.replace` take a
+  DataFrame and use the Arrow path when it has at most ``arrow_max_rows`` rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -35,11 +36,15 @@ from ivm import WEIGHT
 from sinks.arrow_zset import expanded, has_deletes
 from sinks.errors import SinkError
 from sinks.frontier import FRONTIER_KEY, Frontier, decode_frontier
-from sinks.iceberg_rewrite import Rewrite, plan_rewrite
+from sinks.iceberg_rewrite import Rewrite, rewrite_deleted
 from sinks.iceberg_schema import arrow_schema, conformed
-from sinks.iceberg_snapshot import NO_RETRIES, commit_snapshot
+from sinks.iceberg_snapshot import NO_RETRIES, DataFileWriter, commit_snapshot
 from sinks.iceberg_spark import SparkWriter
 from sinks.refresh_state import RefreshStates, freshness_properties, now_ms
+from sinks.spark_arrow import collect_arrow
+
+ARROW_MAX_ROWS = 1_000_000
+"""Default: DataFrames of at most this many rows are collected and take the Arrow path."""
 
 TABLE_PROPERTIES = {
     "format-version": "2",
@@ -71,15 +76,20 @@ class IcebergSink:
         refresh_states: Builds the ``refresh-state`` of each commit from the view's
             sources (:class:`sinks.refresh_state.RefreshStates`); by default one that
             records no source state.
+        arrow_max_rows: :meth:`apply`/:meth:`replace` collect DataFrames of at most this
+            many rows and take the Arrow path; larger ones (and all, with 0) go through
+            Spark.
     """
 
     def __init__(self, spark: SparkSession, catalog: Catalog, catalog_name: str, identifier: str,
-                 *, refresh_states: RefreshStates | None = None):
+                 *, refresh_states: RefreshStates | None = None,
+                 arrow_max_rows: int = ARROW_MAX_ROWS):
         self.spark = spark
         self.catalog = catalog
         self.identifier = identifier
         self.table_name = f"{catalog_name}.{identifier}"
         self.refresh_states = refresh_states or RefreshStates({})
+        self.arrow_max_rows = arrow_max_rows
         self._catalog_name = catalog_name
         self._base: _Base | None = None
         self._started_ms: int | None = None
@@ -145,11 +155,15 @@ class IcebergSink:
         table = self._commit_base()
         data = conformed(delta.drop_columns([WEIGHT]), table.schema(), self.identifier)
         data = data.append_column(WEIGHT, delta[WEIGHT].cast(pa.int64()))
-        deletes = key is not None or has_deletes(data)
-        rewrite = (plan_rewrite(table, data, key) if deletes and self._base_snapshot_id()
-                   is not None and data.num_rows else _nothing_removed(data))
-        remaining = conformed(rewrite.remaining, table.schema(), self.identifier)
-        self._commit(table, rewrite, pa.concat_tables([remaining, expanded(data)]), frontier)
+        writer = DataFileWriter(table)
+
+        def stage() -> Rewrite:
+            rewrite = Rewrite([], [], 0)
+            if self._base_snapshot_id() is not None and (key is not None or has_deletes(data)):
+                rewrite = rewrite_deleted(table, data, key, writer)
+            return Rewrite(rewrite.removed, rewrite.added + writer.write(expanded(data)),
+                           rewrite.candidates)
+        self._commit(table, writer, stage, frontier)
 
     def replace_arrow(self, rows: pa.Table, frontier: Frontier) -> None:
         """Replace the table's content by ``rows`` in one snapshot (full refresh).
@@ -163,19 +177,37 @@ class IcebergSink:
         """
         table = self._commit_base()
         data = conformed(rows, table.schema(), self.identifier)
-        removed = ([task.file for task in table.scan().plan_files()]
-                   if self._base_snapshot_id() is not None else [])
-        self._commit(table, Rewrite(removed, data.slice(0, 0), len(removed)), data, frontier)
+        writer = DataFileWriter(table)
 
-    def _commit(self, table: Table, rewrite: Rewrite, rows: pa.Table, frontier: Frontier) -> None:
+        def stage() -> Rewrite:
+            removed = ([task.file for task in table.scan().plan_files()]
+                       if self._base_snapshot_id() is not None else [])
+            return Rewrite(removed, writer.write(data), len(removed))
+        self._commit(table, writer, stage, frontier)
+
+    def _commit(self, table: Table, writer: DataFileWriter, stage: Callable[[], Rewrite],
+                frontier: Frontier) -> None:
+        """Write the data files (``stage``), then commit them with the freshness properties.
+
+        Raises:
+            SinkError: Writing failed or the commit was refused (the files written are
+                deleted), or the commit failed with an unknown outcome.
+        """
         properties = self._properties(frontier)
         try:
-            snapshot_id = commit_snapshot(table, rewrite.removed, rows, properties)
+            rewrite = stage()
+        except Exception as error:  # IO and Arrow raise many types; report them as one
+            writer.discard()
+            raise SinkError(f"cannot write the data files: {error}",
+                            table=self.identifier) from error
+        try:
+            snapshot_id = commit_snapshot(table, rewrite.removed, rewrite.added, properties)
         except CommitFailedException as error:
+            writer.discard()
             raise SinkError(f"another refresh committed first (main moved from snapshot "
                             f"{self._base_snapshot_id()}); nothing published: {error}",
                             table=self.identifier) from error
-        except Exception as error:  # IO and catalog clients raise many types; report as one
+        except Exception as error:  # the catalog may have applied it: keep the files
             raise SinkError(f"commit failed: {error}", table=self.identifier) from error
         self._base = _Base(table, snapshot_id)
 
@@ -223,7 +255,10 @@ class IcebergSink:
         return freshness_properties(frontier, state)
 
     def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier) -> None:
-        """Apply a view delta with Spark (for deltas too large for :meth:`apply_arrow`).
+        """Apply a view delta given as a DataFrame in one snapshot carrying ``frontier``.
+
+        Up to ``arrow_max_rows`` rows: collected and applied by :meth:`apply_arrow`. Larger:
+        a Spark ``MERGE`` on a refresh branch, published if ``main`` did not move.
 
         Args:
             delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64).
@@ -234,14 +269,24 @@ class IcebergSink:
             SinkError: The commit failed, or another refresh committed first; the table
                 is unchanged.
         """
+        collected = collect_arrow(delta, self.arrow_max_rows) if self.arrow_max_rows else None
+        if collected is not None:
+            self.apply_arrow(collected, key, frontier)
+            return
         self._spark_writer().apply(delta, key, self._properties(frontier))
 
     def replace(self, rows: DataFrame, frontier: Frontier) -> None:
-        """Replace the table's content by ``rows`` with Spark, in one snapshot (full refresh).
+        """Replace the table's content by ``rows`` in one snapshot (full refresh).
+
+        Up to ``arrow_max_rows`` rows by :meth:`replace_arrow`, else by a Spark overwrite.
 
         Raises:
             SinkError: As :meth:`apply`.
         """
+        collected = collect_arrow(rows, self.arrow_max_rows) if self.arrow_max_rows else None
+        if collected is not None:
+            self.replace_arrow(collected, frontier)
+            return
         self._spark_writer().replace(rows, self._properties(frontier))
 
     def _spark_writer(self) -> SparkWriter:
@@ -253,6 +298,3 @@ def _main_snapshot_id(table: Table) -> int | None:
     ref = table.metadata.refs.get(MAIN_BRANCH)
     return ref.snapshot_id if ref is not None else None
 
-
-def _nothing_removed(data: pa.Table) -> Rewrite:
-    return Rewrite(removed=[], remaining=data.drop_columns([WEIGHT]).slice(0, 0), candidates=0)

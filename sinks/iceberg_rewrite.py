@@ -3,8 +3,8 @@
 The delta's deleting rows give an ``In`` filter per compared column; pyiceberg's scan
 planning keeps only the data files whose column metrics may hold such a value (Iceberg
 spec, "Scan Planning"). Those candidate files are read whole, the deleted rows located
-(:func:`sinks.arrow_zset.deleted_positions`), and every file that loses a row is replaced
-by its remaining rows. Files that lose nothing are left as they are.
+(:func:`sinks.arrow_zset.deleted_rows`), and every file that loses a row is replaced by
+new files of its remaining rows. Files that lose nothing are left as they are.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema
-from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table import Table
 from pyiceberg.types import (
     BooleanType,
     DateType,
@@ -34,7 +34,8 @@ from pyiceberg.types import (
 )
 
 from ivm import WEIGHT
-from sinks.arrow_zset import data_columns, deleted_positions
+from sinks.arrow_zset import data_columns, deleted_rows, still_to_delete
+from sinks.iceberg_snapshot import DataFileWriter
 
 PRUNABLE = (BooleanType, IntegerType, LongType, StringType, DateType, DecimalType,
             TimestampType, TimestamptzType)
@@ -47,39 +48,52 @@ class Rewrite:
 
     Attributes:
         removed: Data files to delete from the table.
-        remaining: Rows of those files that stay (the table's Arrow schema).
-        candidates: Data files read to find the deleted rows (for reports).
+        added: Data files holding their remaining rows (already written).
+        candidates: Data files read to find the deleted rows.
     """
 
     removed: list[DataFile]
-    remaining: pa.Table
+    added: list[DataFile]
     candidates: int
 
 
-def plan_rewrite(table: Table, delta: pa.Table, key: Sequence[str] | None) -> Rewrite:
-    """Find the data files of ``table``'s current snapshot that ``delta`` deletes rows from.
+def rewrite_deleted(table: Table, delta: pa.Table, key: Sequence[str] | None,
+                    writer: DataFileWriter) -> Rewrite:
+    """Rewrite the data files of ``table`` that ``delta`` deletes rows from.
+
+    Files are read and rewritten one at a time (memory: one file plus the delta), each
+    into new files of its remaining rows. For a multiset view the copies deleted in one
+    file are not deleted again in the next, and reading stops once all are found.
 
     Args:
         table: The view table, as loaded at the refresh's base snapshot.
         delta: The view's columns (the table's Arrow types) plus ``_weight`` (int64).
         key: The view's unique key, or None for a multiset view.
+        writer: Writes the replacement files.
 
     Returns:
-        The files to remove and their remaining rows.
+        The files removed and added.
     """
     schema = table.schema()
-    deleting = delta if key is not None else delta.filter(pc.less(delta[WEIGHT], 0))
-    if deleting.num_rows == 0:
-        return Rewrite(removed=[], remaining=schema.as_arrow().empty_table(), candidates=0)
+    pending = delta if key is not None else delta.filter(pc.less(delta[WEIGHT], 0))
     columns = list(key) if key is not None else data_columns(delta)
-    tasks = list(table.scan(row_filter=pruning_filter(deleting, columns, schema)).plan_files())
-    rows, files = _read(table, tasks, schema)
-    positions = deleted_positions(rows, delta, key).to_numpy()
-    touched = np.unique(files[positions])
-    keep = np.isin(files, touched)
-    keep[positions] = False
-    return Rewrite(removed=[tasks[i].file for i in touched],
-                   remaining=rows.filter(pa.array(keep)), candidates=len(tasks))
+    tasks = (list(table.scan(row_filter=pruning_filter(pending, columns, schema)).plan_files())
+             if pending.num_rows else [])
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    removed: list[DataFile] = []
+    added: list[DataFile] = []
+    for task in tasks:
+        rows = scan.to_table([task])
+        deleted = deleted_rows(rows, pending, key)
+        if not len(deleted.positions):
+            continue
+        keep = np.ones(rows.num_rows, dtype=bool)
+        keep[deleted.positions] = False
+        removed.append(task.file)
+        added += writer.write(rows.filter(pa.array(keep)))
+        if key is None and not (pending := still_to_delete(pending, deleted)).num_rows:
+            break
+    return Rewrite(removed, added, len(tasks))
 
 
 def pruning_filter(rows: pa.Table, columns: Sequence[str], schema: Schema) -> BooleanExpression:
@@ -110,12 +124,3 @@ def _column_term(rows: pa.Table, name: str, schema: Schema) -> BooleanExpression
     except (TypeError, ValueError):  # a value that does not convert to the column's type
         return None
     return term
-
-
-def _read(table: Table, tasks: list[FileScanTask], schema: Schema) -> tuple[pa.Table, np.ndarray]:
-    """The live rows of ``tasks``' files and, for each row, the index of its task."""
-    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
-    parts = [scan.to_table([task]) for task in tasks]
-    files = np.repeat(np.arange(len(parts)), [part.num_rows for part in parts])
-    rows = pa.concat_tables(parts) if parts else schema.as_arrow().empty_table()
-    return rows, files.astype(np.int64)

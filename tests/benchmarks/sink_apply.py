@@ -116,7 +116,8 @@ def _one_refresh(spark: SparkSession, catalog: RestCatalog, identifier: str, pat
                  delta: DataFrame, key: list[str] | None,
                  round_: int) -> tuple[float, float | None]:
     """Seconds of one refresh's sink work, and of collecting the delta (Arrow path)."""
-    sink = IcebergSink(spark, catalog, "lakehouse", identifier)  # a refresh's new sink
+    sink = IcebergSink(spark, catalog, "lakehouse", identifier,  # a refresh's new sink
+                       arrow_max_rows=0 if path == "spark" else 1_000_000)
     frontier = {"s": round_ + 1}
     if path == "spark":
         def work() -> None:

@@ -75,7 +75,7 @@ def test_iceberg_arrow_commit_on_a_table_that_allowed_retries_is_refused_too(
     identifier = f"{catalog_namespace}.legacy"
     spark.sql(f"CREATE TABLE lakehouse.{identifier} (k string, v int) USING iceberg "
               f"TBLPROPERTIES ('format-version' = '2')")
-    first = IcebergSink(spark, rest_catalog, "lakehouse", identifier)
+    first = IcebergSink(spark, rest_catalog, "lakehouse", identifier, arrow_max_rows=0)
     assert first.frontier() is None
     first.replace(spark.createDataFrame([("a", 1)], ROWS), {"s": 1})
     assert NO_RETRIES.keys().isdisjoint(rest_catalog.load_table(identifier).properties)
@@ -98,7 +98,7 @@ def test_iceberg_spark_commit_from_a_stale_frontier_is_refused(
     identifier = f"{catalog_namespace}.v"
 
     def sink() -> IcebergSink:
-        return IcebergSink(spark, rest_catalog, "lakehouse", identifier)
+        return IcebergSink(spark, rest_catalog, "lakehouse", identifier, arrow_max_rows=0)
 
     first = sink()
     assert first.frontier() is None

@@ -226,3 +226,34 @@ def test_table_is_created_from_the_spark_schema_and_duckdb_reads_the_result(
         duck.close()
     expected = [_row(0, "zero"), *map(_row, range(1, 5))]
     assert sorted(rows) == sorted((*r[:4], *r[5:]) for r in expected)
+
+
+def test_multiset_copies_spread_over_files_are_deleted_once(
+    spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: str,
+) -> None:
+    identifier = f"{catalog_namespace}.spread"
+    sink = _load(spark, rest_catalog, identifier, [_row(1), _row(1), _row(2)])
+    for _ in range(2):  # two more files, each with two copies of _row(1)
+        _apply(sink, spark, [(_row(1), 2)], None, {"s": 2})
+    assert len(_data_files(rest_catalog.load_table(identifier))) == 3
+    _apply(sink, spark, [(_row(1), -3), (_row(2), -1)], None, {"s": 3})
+    _assert_reads(spark, rest_catalog, identifier, Counter({_row(1): 3}))
+
+
+def test_dataframe_deltas_take_the_arrow_path_up_to_arrow_max_rows(
+    spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: str,
+) -> None:
+    identifier = f"{catalog_namespace}.routed"
+    _load(spark, rest_catalog, identifier, [_row(k) for k in range(10)])
+    table = Counter(_row(k) for k in range(10))
+    for max_rows, commits in ((3, 1), (2, 3)):  # Arrow: 1 commit; Spark: branch, MERGE, publish
+        delta = [(_row(max_rows), -1), (_row(max_rows, "new"), 1), (_row(50 + max_rows), 1)]
+        frame = spark.createDataFrame([(*r, w) for r, w in delta], f"{SCHEMA}, _weight bigint")
+        before = len(rest_catalog.load_table(identifier).metadata.metadata_log)
+        sink = IcebergSink(spark, rest_catalog, "lakehouse", identifier, arrow_max_rows=max_rows)
+        assert sink.frontier() is not None
+        sink.apply(frame, ["k"], {"s": max_rows})
+        after = rest_catalog.load_table(identifier)
+        assert len(after.metadata.metadata_log) == before + commits
+        table = _expected(table, delta, key=True)
+        _assert_reads(spark, rest_catalog, identifier, table)

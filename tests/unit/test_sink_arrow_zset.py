@@ -6,7 +6,7 @@ from collections import Counter
 
 import pyarrow as pa
 
-from sinks.arrow_zset import deleted_positions, expanded, has_deletes
+from sinks.arrow_zset import deleted_rows, expanded, has_deletes, still_to_delete
 
 
 def _delta(rows: list[tuple[object, object, int]]) -> pa.Table:
@@ -21,7 +21,7 @@ def _table(rows: list[tuple[object, object]]) -> pa.Table:
 
 
 def _remaining(table: pa.Table, delta: pa.Table, key: list[str] | None) -> Counter:
-    positions = set(deleted_positions(table, delta, key).to_pylist())
+    positions = set(deleted_rows(table, delta, key).positions.tolist())
     rows = [tuple(r.values()) for i, r in enumerate(table.to_pylist()) if i not in positions]
     return Counter(rows)
 
@@ -69,5 +69,21 @@ def test_column_names_never_clash_with_the_query() -> None:
     table = pa.table({"position": [5, 5, 5], "copy": [1, 1, 1], "weight": ["w", "w", "w"]})
     delta = pa.table({"position": [5], "copy": [1], "weight": ["w"],
                       "_weight": pa.array([-2], pa.int64())})
-    assert len(deleted_positions(table, delta, None)) == 2
-    assert len(deleted_positions(table, delta, ["copy"])) == 3
+    assert len(deleted_rows(table, delta, None).positions) == 2
+    assert len(deleted_rows(table, delta, ["copy"]).positions) == 3
+
+
+def test_copies_deleted_in_one_file_are_not_deleted_again_in_the_next() -> None:
+    delta = _delta([(1, "a", -3), (2, "b", -1), (3, "c", 2)])
+    first = _table([(1, "a"), (1, "a"), (2, "b")])
+    deleted = deleted_rows(first, delta, None)
+    assert deleted.positions.tolist() == [0, 1, 2]
+    left = still_to_delete(delta, deleted)
+    assert [tuple(r.values()) for r in left.to_pylist()] == [(1, "a", -1)]
+    second = _table([(1, "a"), (1, "a"), (2, "b")])
+    assert deleted_rows(second, left, None).positions.tolist() == [0]
+
+
+def test_keyed_deleted_rows_name_the_delta_row() -> None:
+    deleted = deleted_rows(_table([(5, "x"), (6, "y")]), _delta([(6, "z", 1)]), ["k"])
+    assert deleted.positions.tolist() == [1] and deleted.changes.tolist() == [0]
