@@ -248,7 +248,11 @@ class IcebergSink:
         except CommitFailedException as error:
             raise SinkError(f"another refresh committed first: {error}",
                             table=self.identifier) from error
-        return self.catalog.load_table(self.identifier)
+        table = self.catalog.load_table(self.identifier)
+        if _main_snapshot_id(table) != head:  # the commit below must assert the base, no other
+            raise SinkError(f"another refresh committed first (main moved from snapshot {head})",
+                            table=self.identifier)
+        return table
 
     def _properties(self, frontier: Frontier) -> dict[str, str]:
         state = self.refresh_states.state(frontier, self._started_ms)
