@@ -31,6 +31,7 @@ from ivm.shape import (
     set_branches,
     windows,
 )
+from ivm.unnest_not_in import unnest_not_in
 
 Schemas = Mapping[str, Mapping[str, str]]
 """Source name -> column name -> Spark SQL type, e.g. ``{"flights": {"month": "int"}}``."""
@@ -104,8 +105,10 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Query:
         raise SqlParseError(str(error), view=view, fragment=sql) from error
     if not isinstance(qualified, exp.Query):
         raise SqlParseError("a view is a SELECT query", view=view, fragment=sql)
-    # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables.
-    return isolate_outer_joins(merge_subqueries(unnest_subqueries(_inline_ctes(qualified))))
+    # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables, and
+    # NOT IN an anti-join with a NULL guard.
+    unnested = unnest_subqueries(unnest_not_in(_inline_ctes(qualified)))
+    return isolate_outer_joins(merge_subqueries(unnested))
 
 
 def _inline_ctes(query: exp.Query) -> exp.Query:
