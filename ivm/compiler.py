@@ -65,7 +65,7 @@ def compile_view(
         raise SqlParseError("output column names must be unique", view=view, fragment=sql)
     found = find_reason(query)
     reason = found[0] if found else None
-    source_keys = source_keys or {}
+    source_keys = _source_keys(view, source_keys or {}, schemas)
     annotate(query, schemas)  # column types: an equality carries a key only within one type
     inferred = output_key(query, source_keys) if reason is None else None
     chosen = tuple(key) if key else inferred
@@ -76,6 +76,23 @@ def compile_view(
     root = _full_node(query, found) if found else _tree(query, chosen, source_keys)
     return ViewPlan(view, query.sql("spark"), _sources(query), columns, chosen, root, reason,
                     query)
+
+
+def _source_keys(view: str, source_keys: SourceKeys, schemas: Schemas) -> SourceKeys:
+    """The source keys, names normalised as the qualified query has them (Spark: lower case).
+
+    Raises:
+        SqlParseError: A key names a column its source does not have.
+    """
+    normal = {}
+    for source, key in source_keys.items():
+        columns = {c.lower() for c in schemas.get(source, {})}
+        missing = [c for c in key if c.lower() not in columns]
+        if missing:
+            raise SqlParseError(f"key {list(key)} of source {source!r} names columns it does "
+                                f"not have: {missing}", view=view)
+        normal[source.lower()] = tuple(c.lower() for c in key)
+    return normal
 
 
 def _sources(query: exp.Query) -> tuple[str, ...]:

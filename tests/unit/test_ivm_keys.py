@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ivm import PlanNode, compile_view, explain
+from ivm import PlanNode, SqlParseError, compile_view, explain
 
 SCHEMAS = {
     "flights": {"id": "bigint", "carrier": "string", "month": "int", "dep_delay": "double",
@@ -148,3 +148,12 @@ def test_declared_view_key_overrides_the_inferred_one() -> None:
     plan = compile_view("v", "SELECT id, carrier FROM flights", SCHEMAS,
                         key=["carrier", "id"], source_keys=KEYS)
     assert plan.key == ("carrier", "id")
+
+
+def test_source_keys_match_columns_case_insensitively_and_must_exist() -> None:
+    schemas = {"Flights": {"ID": "bigint", "Carrier": "string"}}
+    plan = compile_view("v", "SELECT ID, Carrier FROM Flights", schemas,
+                        source_keys={"Flights": ["Id"]})
+    assert plan.key == ("id",)
+    with pytest.raises(SqlParseError, match="names columns it does not have"):
+        compile_view("v", "SELECT ID FROM Flights", schemas, source_keys={"Flights": ["nope"]})
