@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 
 from ivm.shape import (
@@ -55,7 +54,7 @@ def annotate(query: exp.Query, schemas: Mapping[str, Mapping[str, str]]) -> None
     """Give every column of ``query`` its type, in place (unknown when it cannot be typed)."""
     try:
         annotate_types(query, schema={n: dict(c) for n, c in schemas.items()}, dialect="spark")
-    except SqlglotError:  # a construct sqlglot cannot type: equalities stay unused
+    except Exception:  # noqa: BLE001 - untyped columns only leave equalities unused
         pass
 
 
