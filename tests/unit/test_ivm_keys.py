@@ -80,6 +80,11 @@ def test_grouping_and_distinct_give_keys_without_source_keys(sql: str, key: obje
          None),
         ("SELECT a.carrier, a.name FROM flights f RIGHT JOIN airlines a "
          "ON f.carrier = a.carrier", None),  # an airline with many flights repeats
+        # rewritten subqueries keep the key: IN (a LEFT JOIN to distinct values), NOT IN
+        ("SELECT id, carrier FROM flights WHERE carrier IN (SELECT carrier FROM airlines)",
+         ("id",)),
+        ("SELECT id, carrier FROM flights WHERE carrier NOT IN (SELECT carrier FROM airlines)",
+         ("id",)),
         # a derived table's key (GROUP BY) is a source key to the outer block
         ("SELECT a.name, x.carrier, x.n FROM (SELECT carrier, COUNT(*) AS n FROM flights "
          "GROUP BY carrier) x JOIN airlines a ON x.carrier = a.carrier", ("carrier",)),
