@@ -42,13 +42,19 @@ def difference(new: pa.Table, old: pa.Table,
         ``new``'s columns plus ``_weight`` (int64): each distinct row once, with
         (occurrences in ``new``) - (occurrences in ``old``), zero weights dropped.
     """
-    if old.schema != new.schema:
-        old = old.cast(new.schema)
-    rows = pa.concat_tables([_normalized(new), _normalized(old)])
-    weights = np.concatenate([np.ones(new.num_rows, np.int64),
-                              np.full(old.num_rows, -1, np.int64)])
-    groups = _Groups.of((hash_rows or row_hashes)(rows))
-    return _consolidated(rows, weights, groups, ~groups.cancelled(rows, weights))
+    hash_rows = hash_rows or row_hashes
+    new = _normalized(new)
+    old = _normalized(old if old.schema == new.schema else old.cast(new.schema))
+    added, removed = _Runs.of(hash_rows(new)), _Runs.of(hash_rows(old))
+    left, right = added.paired_with(removed)
+    equal = rows_equal(new, old, added.order[left], removed.order[right])
+    added.keep(left, equal)
+    removed.keep(right, equal)
+    plus, minus = added.left, removed.left
+    rows = pa.concat_tables([new.take(plus), old.take(minus)])
+    weights = np.repeat(np.array([1, -1], np.int64), [len(plus), len(minus)])
+    return _consolidated(rows, weights, np.concatenate([added.hashes[plus],
+                                                        removed.hashes[minus]]))
 
 
 def consolidate(zset: pa.Table,
@@ -64,70 +70,76 @@ def consolidate(zset: pa.Table,
     """
     rows = _normalized(zset.drop_columns([WEIGHT]))
     weights = zset.column(WEIGHT).to_numpy().astype(np.int64)
-    groups = _Groups.of((hash_rows or row_hashes)(rows))
-    return _consolidated(rows, weights, groups, np.ones(groups.count, bool))
+    return _consolidated(rows, weights, (hash_rows or row_hashes)(rows))
 
 
 @dataclass
-class _Groups:
-    """Rows grouped by hash: ``order`` lists row indices group after group.
+class _Runs:
+    """One side's rows sorted by hash, as runs of equal hashes.
 
     Attributes:
-        order: Row indices sorted by hash (stable: within a group, by index).
-        starts: Offset in ``order`` of each group's first row.
-        sizes: Rows in each group.
+        hashes: Each row's hash (uint64), in row order.
+        order: Row indices sorted by hash.
+        values: Each run's hash, ascending.
+        sizes: Each run's length.
+        cancelled: Per run, whether it cancels against the other side.
     """
 
+    hashes: np.ndarray
     order: np.ndarray
-    starts: np.ndarray
+    values: np.ndarray
     sizes: np.ndarray
+    cancelled: np.ndarray
 
     @classmethod
-    def of(cls, hashes: np.ndarray) -> _Groups:
-        order = np.argsort(hashes, kind="stable")
+    def of(cls, hashes: np.ndarray) -> _Runs:
+        order = np.argsort(hashes)
         ordered = hashes[order]
-        starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) \
+        firsts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) \
             if len(ordered) else np.zeros(0, np.int64)
-        sizes = np.diff(np.append(starts, len(ordered)))
-        return cls(order, starts, sizes)
+        sizes = np.diff(np.append(firsts, len(ordered)))
+        return cls(hashes, order, ordered[firsts], sizes, np.zeros(len(firsts), bool))
+
+    def paired_with(self, other: _Runs) -> tuple[np.ndarray, np.ndarray]:
+        """Pair the rows of runs with the same hash and length on both sides.
+
+        Marks those runs cancelled on both sides and returns, for each pair, the row's
+        offset in ``order`` on this side and on ``other`` (same runs, same hash order).
+        """
+        at = np.minimum(np.searchsorted(other.values, self.values), max(len(other.values) - 1, 0))
+        same = (other.values[at] == self.values) & (other.sizes[at] == self.sizes) \
+            if len(other.values) else np.zeros(len(self.values), bool)
+        self.cancelled[same] = True
+        other.cancelled[at[same]] = True
+        return (np.flatnonzero(np.repeat(self.cancelled, self.sizes)),
+                np.flatnonzero(np.repeat(other.cancelled, other.sizes)))
+
+    def keep(self, paired: np.ndarray, equal: np.ndarray) -> None:
+        """Un-cancel every run with an unequal pair (offsets ``paired``)."""
+        run_of = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        self.cancelled[run_of[paired[~equal]]] = False
 
     @property
-    def count(self) -> int:
-        return len(self.starts)
-
-    def cancelled(self, rows: pa.Table, weights: np.ndarray) -> np.ndarray:
-        """Groups whose +1 rows pair off with equal -1 rows (weights +1 before -1 by index).
-
-        In a group with as many +1 rows as -1 rows (k each), the stable order puts the
-        +1 rows first: the i-th pairs with the (k+i)-th. One unequal pair keeps the group.
-        """
-        sums = np.add.reduceat(weights[self.order], self.starts) if self.count else \
-            np.zeros(0, np.int64)
-        balanced = np.flatnonzero(sums == 0)
-        half = self.sizes[balanced] // 2
-        group = np.repeat(balanced, half)
-        first = _spans(self.starts[balanced], half)
-        left, right = self.order[first], self.order[first + half.repeat(half)]
-        result = np.zeros(self.count, bool)
-        result[balanced] = True
-        result[group[~rows_equal(rows, left, right)]] = False
-        return result
+    def left(self) -> np.ndarray:
+        """Indices of the rows of runs that did not cancel."""
+        return self.order[~np.repeat(self.cancelled, self.sizes)]
 
 
-def _consolidated(rows: pa.Table, weights: np.ndarray, groups: _Groups,
-                  keep: np.ndarray) -> pa.Table:
-    """The Z-set of the kept groups: single rows as they are, larger groups grouped exactly."""
-    kept = np.flatnonzero(keep)
-    single = kept[groups.sizes[kept] == 1]
-    alone = groups.order[groups.starts[single]]
+def _consolidated(rows: pa.Table, weights: np.ndarray, hashes: np.ndarray) -> pa.Table:
+    """``rows`` with ``weights`` consolidated.
+
+    A row alone with its hash is consolidated already; rows sharing a hash are grouped by
+    every column.
+    """
+    runs = _Runs.of(hashes)
+    single = np.repeat(runs.sizes == 1, runs.sizes)
+    alone = runs.order[single]
     alone = alone[weights[alone] != 0]
-    multi = kept[groups.sizes[kept] > 1]
-    members = groups.order[_spans(groups.starts[multi], groups.sizes[multi])]
-    index, sums = _grouped(rows.take(members), weights[members])
-    chosen = np.concatenate([alone, members[index]])
-    result = rows.take(chosen)
-    return result.append_column(WEIGHT, pa.array(
-        np.concatenate([weights[alone], sums]), pa.int64()))
+    shared = runs.order[~single]
+    index, sums = _grouped(rows.take(shared), weights[shared])
+    chosen = np.concatenate([alone, shared[index]])
+    return rows.take(chosen).append_column(
+        WEIGHT, pa.array(np.concatenate([weights[alone], sums]), pa.int64()))
 
 
 def row_hashes(rows: pa.Table) -> np.ndarray:
@@ -147,8 +159,11 @@ def row_hashes(rows: pa.Table) -> np.ndarray:
     return hashes.column(0).to_numpy()
 
 
-def rows_equal(rows: pa.Table, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Whether row ``left[i]`` equals row ``right[i]`` in every column (NULL equals NULL).
+def rows_equal(first: pa.Table, second: pa.Table, left: np.ndarray,
+               right: np.ndarray) -> np.ndarray:
+    """Whether row ``left[i]`` of ``first`` equals row ``right[i]`` of ``second``.
+
+    Every column is compared (the tables have the same columns); NULL equals NULL.
 
     Columns Arrow cannot compare (nested types) count as unequal: their rows are then
     grouped exactly instead.
@@ -156,10 +171,11 @@ def rows_equal(rows: pa.Table, left: np.ndarray, right: np.ndarray) -> np.ndarra
     equal = np.ones(len(left), bool)
     if not len(left):
         return equal
-    order = np.argsort(left)  # take in file order: sequential reads on both sides mostly
+    order = np.argsort(left)  # take in row order: sequential reads, on both sides if the
+    # rewrite kept the rows' order
     left, right = pa.array(left[order]), pa.array(right[order])
-    for column in rows.columns:
-        a, b = column.take(left), column.take(right)
+    for a, b in zip(first.columns, second.columns, strict=True):
+        a, b = a.combine_chunks().take(left), b.combine_chunks().take(right)
         try:
             same = pc.equal(a, b)
         except pa.ArrowNotImplementedError:
@@ -201,12 +217,6 @@ def _normalized(rows: pa.Table) -> pa.Table:
             column = pc.if_else(pc.is_nan(column), pa.scalar(float("nan"), field.type), column)
             rows = rows.set_column(i, field, column)
     return rows
-
-
-def _spans(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """The offsets ``starts[g] .. starts[g] + sizes[g] - 1`` of every g, concatenated."""
-    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return np.repeat(starts, sizes) + offsets
 
 
 def _fresh(name: str, taken: list[str]) -> str:
