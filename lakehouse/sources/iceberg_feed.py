@@ -59,7 +59,7 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
     Returns:
         The change as a consolidated Arrow Z-set, and which files were read how.
     """
-    before, after = _tasks(table, old), _tasks(table, new)
+    before, after = scan_tasks(table, old), scan_tasks(table, new)
     candidates = paths if paths is not None else set(before) | set(after)
     kept = sorted(p for p in candidates
                   if p in before and p in after and readable(before[p], after[p]))
@@ -77,7 +77,7 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
     return ArrowChangeFeed(rows, kept, whole)
 
 
-def _tasks(table: Table, version: int) -> dict[str, FileScanTask]:
+def scan_tasks(table: Table, version: int) -> dict[str, FileScanTask]:
     """The scan tasks of snapshot ``version`` by data file path (delete files attached)."""
     return {task.file.file_path: task
             for task in table.scan(snapshot_id=version).plan_files()}

@@ -42,9 +42,10 @@ from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
-from lakehouse.sources.iceberg_feed import ArrowChangeFeed, arrow_change_feed
+from lakehouse.sources.iceberg_feed import ArrowChangeFeed, arrow_change_feed, scan_tasks
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_lineage import lineage
+from lakehouse.sources.iceberg_positions import position_changes
 from tests.conftest import multiset, normal_row
 
 pytestmark = pytest.mark.spark
@@ -335,6 +336,14 @@ def test_iceberg_merge_on_read_reads_only_deleted_positions(spark, iceberg, rest
         feed = _arrow_feed(reader, old, new)
         assert feed.by_position == [data_file] and data_file not in feed.whole
     assert _arrow_feed(reader, versions[0], versions[-1]).by_position == [data_file]
+    # Backwards, the deleted positions are restored: the same rows with weight +1.
+    iceberg_table = reader._table()
+    pair = [(scan_tasks(iceberg_table, versions[1])[data_file],
+             scan_tasks(iceberg_table, versions[0])[data_file])]
+    restored = position_changes(iceberg_table.metadata, iceberg_table.io, pair,
+                                iceberg_table.schema())
+    assert multiset(tuple(r.values()) for r in restored.to_pylist()) == {
+        (7, "v7", 1): 8, (7, None, 1): 2}
 
 
 def test_iceberg_copy_on_write_difference_with_duplicates_and_nulls(spark, iceberg,
