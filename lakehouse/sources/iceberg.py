@@ -5,7 +5,9 @@ kind of commit (append, overwrite, copy-on-write and merge-on-read delete/update
 position and equality deletes; replace is skipped): :mod:`lakehouse.sources.iceberg_files`
 finds the data files whose live rows changed, and the change is the rows of those files
 at the new snapshot (+1) minus their rows at the old snapshot (-1), consolidated. Rows of
-files nobody touched are the same on both sides and are never read.
+files nobody touched are the same on both sides and are never read. With a bridge, that
+difference is computed in Arrow (:mod:`lakehouse.sources.iceberg_feed`: deleted positions
+only for merge-on-read deletes, a row-hash difference otherwise) and Spark gets only it.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ivm import consolidate, with_weight
+from ivm import WEIGHT, consolidate, with_weight
 from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
+from lakehouse.sources.iceberg_feed import arrow_change_feed
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_lineage import lineage
 
@@ -126,6 +129,10 @@ class IcebergSourceReader:
             if not paths:
                 return with_weight(self.spark.createDataFrame([], columns))
         schema = _snapshot_schema(table, new)
+        if self.bridge is not None and not (_has_equality_deletes(table, old)
+                                            or _has_equality_deletes(table, new)):
+            frame = self.bridge.to_spark(arrow_change_feed(table, old, new, paths, schema).rows)
+            return frame.select(*_aligned(frame, columns), WEIGHT)
         added = with_weight(self._rows(table, new, paths, columns, schema), 1)
         removed = with_weight(self._rows(table, old, paths, columns, schema), -1)
         return consolidate(added.unionByName(removed))

@@ -36,13 +36,16 @@ from pyiceberg.typedef import Record, TableVersion
 from pyiceberg.types import IntegerType, ListType, NestedField, StructType
 from pyspark.sql import DataFrame, SparkSession
 
+from ivm import consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
+from lakehouse.sources.iceberg_feed import ArrowChangeFeed, arrow_change_feed, scan_tasks
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_lineage import lineage
+from lakehouse.sources.iceberg_positions import position_changes
 from tests.conftest import multiset, normal_row
 
 pytestmark = pytest.mark.spark
@@ -280,6 +283,112 @@ def test_iceberg_branch_ref_and_rollback(spark, iceberg, rest_catalog, caplog) -
     with caplog.at_level(logging.WARNING, logger="lakehouse.sources.iceberg"):
         Exact(*readers).check(head, moved)
     assert "not an ancestor" in caplog.text
+
+
+def _duplicated_rows(count: int) -> pa.Table:
+    """Rows ``(i % 97, 'v<i % 97>')``, v NULL for every fifth i: duplicates, some with NULL."""
+    ids = [i % 97 for i in range(count)]
+    return pa.table({"id": pa.array(ids, pa.int64()),
+                     "v": pa.array([None if i % 5 == 0 else f"v{k}" for i, k in enumerate(ids)],
+                                   pa.string())})
+
+
+def _arrow_feed(reader: IcebergSourceReader, old: int, new: int) -> ArrowChangeFeed:
+    """How the reader's bridge path reads the change from ``old`` to ``new``."""
+    table = reader._table()
+    chain = lineage(table.metadata, old, new, source=reader.name).snapshots
+    assert chain is not None
+    return arrow_change_feed(table, old, new, changed_files(table.metadata, table.io, chain).paths,
+                             table.schema())
+
+
+def _data_files(reader: IcebergSourceReader) -> list[str]:
+    return sorted(t.file.file_path for t in reader._table().scan().plan_files())
+
+
+def test_iceberg_merge_on_read_reads_only_deleted_positions(spark, iceberg, rest_catalog) -> None:
+    """Deletes on one multi-row-group file, one after another: only the positions are read."""
+    table, readers = iceberg("positions", "merge-on-read", spark_reader=True)
+    reader = readers[0]
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('write.parquet.row-group-limit' = '100')")
+    unique = _pyiceberg_rows([(i, f"u{i}") for i in range(900, 1000)])  # the 10th row group
+    rest_catalog.load_table(reader.identifier).append(
+        pa.concat_tables([_duplicated_rows(900), unique]))
+    versions = [reader.current_version()]
+    [data_file] = _data_files(reader)
+    with reader._table().io.new_input(data_file).open() as stream:
+        assert pq.ParquetFile(stream).num_row_groups == 10
+    for statement in (
+        f"DELETE FROM {table} WHERE id = 7",  # duplicates, with and without NULL
+        f"DELETE FROM {table} WHERE id IN (20, 96) OR v IS NULL AND id < 5",  # same file again
+        f"UPDATE {table} SET v = v WHERE id = 30",  # deletes and re-inserts equal rows
+        f"DELETE FROM {table} WHERE id = 31 AND v IS NOT NULL",
+        f"DELETE FROM {table} WHERE id IN (905, 950)",  # rows of one row group
+    ):
+        versions.append(_sql(spark, reader, statement))
+    assert all(s.summary["added-position-deletes"] for s in reader._table().metadata.snapshots[1:])
+    exact = Exact(*readers)
+    exact.steps(versions)
+    assert exact.check(versions[0], versions[1]) == {(7, "v7"): -8, (7, None): -2}
+    assert exact.check(versions[2], versions[3]) == {}
+    assert exact.check(versions[4], versions[5]) == {(905, "u905"): -1, (950, "u950"): -1}
+    for old, new in zip(versions, versions[1:], strict=False):
+        feed = _arrow_feed(reader, old, new)
+        assert feed.by_position == [data_file] and data_file not in feed.whole
+    assert _arrow_feed(reader, versions[0], versions[-1]).by_position == [data_file]
+    # Backwards, the deleted positions are restored: the same rows with weight +1.
+    iceberg_table = reader._table()
+    pair = [(scan_tasks(iceberg_table, versions[1])[data_file],
+             scan_tasks(iceberg_table, versions[0])[data_file])]
+    restored = position_changes(iceberg_table.metadata, iceberg_table.io, pair,
+                                iceberg_table.schema())
+    assert multiset(tuple(r.values()) for r in restored.to_pylist()) == {
+        (7, "v7", 1): 8, (7, None, 1): 2}
+
+
+def test_iceberg_copy_on_write_difference_with_duplicates_and_nulls(spark, iceberg,
+                                                                    rest_catalog) -> None:
+    table, readers = iceberg("cow_duplicates", "copy-on-write", spark_reader=True)
+    reader = readers[0]
+    for _ in range(2):  # two files with equal rows
+        rest_catalog.load_table(reader.identifier).append(_duplicated_rows(500))
+    versions = [reader.current_version()]
+    files = _data_files(reader)
+    versions.append(_sql(spark, reader, f"DELETE FROM {table} WHERE id = 7"))
+    rest_catalog.load_table(reader.identifier).overwrite(  # 2 x 5 copies of (8, 'v8') -> 1
+        _pyiceberg_rows([(8, "v8")]), EqualTo("id", 8))
+    versions.append(reader.current_version())
+    versions.append(_sql(spark, reader, f"UPDATE {table} SET v = NULL WHERE id = 9"))
+    exact = Exact(*readers)
+    exact.steps(versions)
+    assert exact.check(versions[0], versions[1]) == {(7, "v7"): -10, (7, None): -2}
+    assert exact.check(versions[1], versions[2])[(8, "v8")] == -9
+    feed = _arrow_feed(reader, versions[0], versions[1])
+    assert set(files) <= set(feed.whole) and feed.by_position == []
+    assert feed.rows.num_rows == 2
+
+
+def test_iceberg_float_zeros_and_nan_consolidate_as_spark_groups(spark, iceberg) -> None:
+    """-0.0 equals 0.0 and NaN equals NaN, as when Spark groups the snapshots' difference."""
+    _, readers = iceberg("floats_placeholder")
+    reader = readers[0]
+    table = f"lakehouse.{reader.identifier.rsplit('.', 1)[0]}.floats"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, x DOUBLE) USING iceberg "
+              "TBLPROPERTIES ('format-version' = '2')")
+    floats = IcebergSourceReader(spark, reader.catalog, "lakehouse", "floats",
+                                 table.split(".", 1)[1], bridge=reader.bridge)
+    old = _sql(spark, floats, f"INSERT INTO {table} VALUES (1, 0.0), (1, CAST('-0.0' AS DOUBLE)), "
+                              "(2, CAST('NaN' AS DOUBLE)), (2, CAST('NaN' AS DOUBLE)), (3, NULL), "
+                              "(3, NULL), (4, 1.0), (5, CAST('-0.0' AS DOUBLE))")
+    new = _sql(spark, floats, f"DELETE FROM {table} WHERE id IN (1, 4) OR id = 2 AND x IS NULL")
+    spark_feed = consolidate(with_weight(floats.snapshot(new)).unionByName(
+        with_weight(floats.snapshot(old), -1)))
+
+    def rows(frame: DataFrame) -> list[tuple[object, ...]]:
+        return sorted((r[0], "NaN" if r[1] != r[1] else repr(r[1]), r[2]) for r in frame.collect())
+
+    assert rows(floats.change_feed(old, new)) == rows(spark_feed) == [
+        (1, "0.0", -2), (4, "1.0", -1)]
 
 
 class _DeleteManifestWriter(ManifestWriterV2):

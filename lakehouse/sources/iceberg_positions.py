@@ -1,0 +1,175 @@
+"""The change of data files whose only change is their set of deleted positions.
+
+Iceberg table spec, "Position Delete Files" and "Deletion Vectors": a merge-on-read delete
+leaves the data file in place and records the positions (0-based row numbers in the file)
+of the rows it deletes. A data file live at two snapshots has, at each, its rows minus the
+positions deleted there; so its change is exactly the rows at the positions deleted at the
+new snapshot and not at the old one (weight -1), plus the rows at positions deleted at the
+old snapshot and no longer at the new one (+1; no writer does that, but it keeps the
+result exact whatever the delete files). Only the delete files and the data file's row
+groups that hold those positions are read, never the file's other rows.
+
+Delete files are read by pyiceberg (Parquet and ORC position deletes, Puffin deletion
+vectors); the data file's rows are projected by field id onto the snapshot's schema as
+pyiceberg's ``ArrowScan`` does (renamed columns keep their values, added ones read as null
+or as their identity partition value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import (
+    _get_column_projection_values,
+    _read_deletes,
+    _to_requested_schema,
+    pyarrow_to_schema,
+    schema_to_pyarrow,
+)
+from pyiceberg.manifest import DataFile, FileFormat
+from pyiceberg.schema import Schema, prune_columns
+from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE, FileScanTask
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.types import ListType, MapType
+from pyiceberg.utils.concurrent import ExecutorFactory
+from pyiceberg.utils.config import Config
+
+from ivm import WEIGHT
+
+TaskPair = tuple[FileScanTask, FileScanTask]
+"""One data file's scan task at the old snapshot and at the new one."""
+
+
+def readable(before: FileScanTask, after: FileScanTask) -> bool:
+    """Whether the data file of ``before`` and ``after`` can be read by position here."""
+    return (before.file.file_path == after.file.file_path
+            and after.file.file_format == FileFormat.PARQUET)
+
+
+def position_changes(metadata: TableMetadata, io: FileIO, pairs: Iterable[TaskPair],
+                     schema: Schema) -> pa.Table:
+    """Rows that a change of deleted positions removed (-1) or restored (+1).
+
+    For data files live at both snapshots.
+
+    Args:
+        metadata: The table's metadata (name mapping, partition specs, format version).
+        io: The table's FileIO.
+        pairs: Per data file, its scan task at the old and at the new snapshot (pyiceberg
+            ``plan_files``, which attaches the delete files that apply to it there). The
+            snapshots must have no equality deletes; the file must pass :func:`readable`.
+        schema: The Iceberg schema to project rows onto.
+
+    Returns:
+        ``schema``'s columns (Arrow types of ``schema_to_pyarrow``) plus ``_weight``
+        (int64, -1 or +1), not consolidated: equal rows of several positions repeat.
+    """
+    changed = [(b, a) for b, a in pairs if _delete_keys(b) != _delete_keys(a)]
+    executor = ExecutorFactory.get_or_create()
+    files = {f.file_path: f for b, a in changed for f in (*b.delete_files, *a.delete_files)}
+    deletes = dict(zip(files, executor.map(lambda f: _read_deletes(io, f), files.values()),
+                       strict=True))
+    target = schema_to_pyarrow(schema, include_field_ids=False)
+
+    def rows(pair: TaskPair) -> pa.Table:
+        before, after = pair
+        path = after.file.file_path
+        gone, were = (_positions(deletes, t.delete_files, path) for t in (after, before))
+        removed, restored = np.setdiff1d(gone, were), np.setdiff1d(were, gone)
+        found = rows_at(metadata, io, after.file, np.concatenate([removed, restored]), schema)
+        weights = np.repeat(np.array([-1, 1], np.int64), [len(removed), len(restored)])
+        return found.cast(target).append_column(WEIGHT, pa.array(weights, pa.int64()))
+
+    parts = list(executor.map(rows, changed))
+    empty = target.empty_table().append_column(WEIGHT, pa.array([], pa.int64()))
+    return pa.concat_tables([empty, *parts])
+
+
+def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile, positions: np.ndarray,
+            schema: Schema) -> pa.Table:
+    """The rows of a Parquet data file at ``positions``, projected onto ``schema``.
+
+    Reads only the row groups that hold a position, and only the columns ``schema``
+    needs.
+
+    Args:
+        metadata: The table's metadata (name mapping, partition specs, format version).
+        io: The table's FileIO.
+        data_file: The data file (Parquet).
+        positions: 0-based row positions in the file (int64), in the order wanted.
+        schema: The Iceberg schema to project onto (by field id).
+
+    Returns:
+        One row per position, in order, with ``schema``'s columns.
+
+    Raises:
+        IndexError: A position is past the file's last row.
+    """
+    downcast = Config().get_bool(DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE)
+    downcast = downcast if downcast is not None else metadata.format_version <= 2
+    with io.new_input(data_file.file_path).open() as stream:
+        parquet = pq.ParquetFile(stream)
+        sizes = np.array([parquet.metadata.row_group(i).num_rows
+                          for i in range(parquet.num_row_groups)], np.int64)
+        groups, local = row_group_offsets(positions, sizes)
+        file_schema = pyarrow_to_schema(parquet.schema_arrow, metadata.name_mapping(),
+                                        downcast_ns_timestamp_to_us=downcast,
+                                        format_version=metadata.format_version)
+        projected = prune_columns(file_schema, _projected_ids(schema), select_full_types=False)
+        table = parquet.read_row_groups(groups.tolist(),
+                                        columns=[c.name for c in projected.columns])
+    missing = _get_column_projection_values(
+        data_file, schema, metadata.schema(), metadata.specs().get(data_file.spec_id),
+        file_schema.field_ids)
+    batches = [_to_requested_schema(schema, projected, batch, downcast_ns_timestamp_to_us=downcast,
+                                    projected_missing_fields=missing,
+                                    allow_timestamp_tz_mismatch=True)
+               for batch in table.take(pa.array(local, pa.int64())).to_batches()]
+    if not batches:
+        return schema_to_pyarrow(schema, include_field_ids=False).empty_table()
+    return pa.Table.from_batches(batches)
+
+
+def row_group_offsets(positions: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which row groups hold ``positions``, and each position's row in those groups read.
+
+    Args:
+        positions: 0-based row positions in the file.
+        sizes: Rows in each row group of the file, in file order.
+
+    Returns:
+        (the row groups to read, ascending; each position's offset in the concatenation
+        of those row groups).
+
+    Raises:
+        IndexError: A position is negative or past the file's last row.
+    """
+    firsts = np.concatenate([[0], np.cumsum(sizes)])
+    if len(positions) and (positions.min() < 0 or positions.max() >= firsts[-1]):
+        raise IndexError(f"row positions outside 0..{firsts[-1] - 1}")
+    group = np.searchsorted(firsts, positions, side="right") - 1
+    groups = np.unique(group)
+    starts = np.concatenate([[0], np.cumsum(sizes[groups])])[:-1]
+    return groups, positions - firsts[group] + starts[np.searchsorted(groups, group)]
+
+
+def _delete_keys(task: FileScanTask) -> set[tuple[str, int | None]]:
+    """The delete files of a task (a deletion vector is a blob of a Puffin file)."""
+    return {(f.file_path, getattr(f, "content_offset", None)) for f in task.delete_files}
+
+
+def _positions(deletes: dict[str, dict[str, pa.ChunkedArray]], files: Iterable[DataFile],
+               path: str) -> np.ndarray:
+    """The positions of data file ``path`` that the delete ``files`` delete (sorted, unique)."""
+    arrays = [deletes[f.file_path][path].to_numpy() for f in files if path in deletes[f.file_path]]
+    return np.unique(np.concatenate(arrays)).astype(np.int64) if arrays else np.zeros(0, np.int64)
+
+
+def _projected_ids(schema: Schema) -> set[int]:
+    """Field ids to read, as ``ArrowScan`` selects them (maps and lists come whole)."""
+    return {i for i in schema.field_ids
+            if not isinstance(schema.find_type(i), (MapType, ListType))}
