@@ -21,11 +21,11 @@ from ivm.aggregate_form import (
 )
 from ivm.aggregate_state import AggregateState, advance, build
 from ivm.errors import IvmError, NotIncrementalError
+from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
 from ivm.plan import ViewPlan
 from ivm.rewrite import (
     affected_groups,
-    affected_keys_term,
     at_role,
     delta_term,
     join_keys_term,
@@ -226,13 +226,32 @@ def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
     if outer is not None:
         return _outer_join_delta(scope, query, outer)
     keys = key_expressions(query)
+    terms = [_restricted_term(scope, query, i) for i in positions]
     if keys is None:
-        return scope.run(union_all([delta_term(query, i, scope.relation) for i in positions]))
+        return scope.run(union_all(terms))
     keys_view = None
     if keys:
-        terms = [affected_keys_term(query, keys, i, scope.relation) for i in positions]
-        keys_view = scope.register(scope.run(union_all(terms)), "keys")
+        keys_view = scope.register(
+            scope.run(union_all([key_projection(term, keys) for term in terms])), "keys")
     return _recompute_keys(scope, query, keys, keys_view)
+
+
+def _restricted_term(scope: _Scope, query: exp.Select, position: int) -> exp.Select:
+    """The delta term of the table at ``position``, its partners cut to the key range.
+
+    See :mod:`ivm.key_ranges`; the bounds cost one small Spark job over the change feed.
+    """
+    term = delta_term(query, position, scope.relation)
+    table = block_tables(query)[position]
+    pairs = join_columns(query, table.alias_or_name)
+    if not pairs:
+        return term
+    names = sorted({mine.name for mine, _ in pairs})
+    change = scope.spark.table(scope.relation("delta", table.name))
+    found = change.agg(*[f(name) for name in names for f in (F.min, F.max)]).first()
+    assert found is not None  # a global aggregate has one row
+    bounds = {name: (found[2 * k], found[2 * k + 1]) for k, name in enumerate(names)}
+    return restricted(term, pairs, bounds)
 
 
 def _lift_derived_tables(scope: _Scope, query: exp.Select) -> exp.Select:
