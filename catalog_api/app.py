@@ -14,15 +14,20 @@ from catalog_api.credentials import CredentialVendor
 from catalog_api.errors import install_error_handlers
 from catalog_api.generic_tables import GenericTableStore
 from catalog_api.idempotency import IdempotencyMiddleware, IdempotencyStore
+from catalog_api.load_table_fastpath import LoadTableFastPath
 from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
+from catalog_api.prefix import PrefixMiddleware, route_prefix
 from catalog_api.scan_plans import ScanPlanRegistry
+from catalog_api.signing import RemoteSigner
 from catalog_api.store import CatalogStore
 from catalog_api.view_store import ViewStore
 
 DESCRIPTION = (
     "Apache Iceberg REST Catalog (spec 1.11) backed by a SQL database. "
-    f"Clients use the base URI `http://host:port{API_PREFIX}`."
+    f"Clients use the base URI `http://host:port{API_PREFIX}`. Every `/v1/...` path below is "
+    "also served as `/v1/{prefix}/...`, the prefix being the catalog's name, which "
+    "`GET /v1/config?warehouse=<name>` returns as `overrides.prefix`."
 )
 
 
@@ -38,7 +43,9 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     Returns:
         The FastAPI application (``app.state.store`` holds its ``CatalogStore``,
         ``app.state.metrics`` its ``MetricsStore``). Keyed mutation requests go through
-        ``IdempotencyMiddleware``; bodies are size-limited by ``BodySizeLimitMiddleware``.
+        ``IdempotencyMiddleware``; bodies are size-limited by ``BodySizeLimitMiddleware``;
+        plain ``loadTable`` requests are answered by ``LoadTableFastPath`` before routing;
+        ``PrefixMiddleware`` (outermost) maps ``/v1/{catalog_name}/...`` onto ``/v1/...``.
 
     Raises:
         sqlalchemy.exc.ArgumentError: If ``settings.database_url`` is not a valid URL.
@@ -70,10 +77,19 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     app.state.settings = settings
     app.state.scan_plans = scan_plans
     app.state.credential_vendor = CredentialVendor(settings)
+    app.state.remote_signer = RemoteSigner(settings)
     install_error_handlers(app)
     idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
     app.add_middleware(IdempotencyMiddleware, store=idempotency)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        LoadTableFastPath,
+        store=store,
+        delegations=(app.state.credential_vendor, app.state.remote_signer),
+        separator=settings.decoded_namespace_separator,
+    )
+    prefixes = frozenset({settings.catalog_name}) if route_prefix(settings.catalog_name) else None
+    app.add_middleware(PrefixMiddleware, prefixes=prefixes or frozenset())
     app.include_router(api_router, prefix=API_PREFIX)
 
     @app.get("/healthz", tags=["Health"], summary="Liveness probe")

@@ -102,6 +102,14 @@ class CredentialVendor:
         """Whether this server vends credentials at all."""
         return self.s3 is not None and self.s3.vend_credentials
 
+    def applies(self, access_delegation: str | None) -> bool:
+        """Whether a request with this ``X-Iceberg-Access-Delegation`` gets per-request content.
+
+        Such answers are built for the request (fresh credentials): never from a cache shared
+        across requests, never a 304.
+        """
+        return self.enabled and wants_vended_credentials(access_delegation)
+
     def client_config(self) -> dict[str, str]:
         """Table ``config`` entries clients need to reach the storage (endpoint, region)."""
         if self.s3 is None:
@@ -192,7 +200,7 @@ class CredentialVendor:
         Raises:
             CredentialVendingError: If STS fails.
         """
-        if not self.enabled or not wants_vended_credentials(access_delegation):
+        if not self.applies(access_delegation):
             return response
         credentials = self.storage_credentials(response.metadata.location)
         if not credentials:

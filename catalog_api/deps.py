@@ -14,13 +14,13 @@ from catalog_api.store import CatalogStore
 NAMESPACE_SEPARATOR = "\x1f"
 
 
-def get_store(request: Request) -> CatalogStore:
+async def get_store(request: Request) -> CatalogStore:
     """Return the ``CatalogStore`` the application was created with."""
     store: CatalogStore = request.app.state.store
     return store
 
 
-def get_metrics(request: Request) -> MetricsStore:
+async def get_metrics(request: Request) -> MetricsStore:
     """Return the application's ``MetricsStore``."""
     metrics: MetricsStore = request.app.state.metrics
     return metrics
@@ -51,7 +51,7 @@ def _separator(request: Request) -> str:
     return separator
 
 
-def namespace_path(
+async def namespace_path(
     request: Request,
     namespace: Annotated[
         str, Path(description="Namespace parts separated by `namespace-separator` (%1F)")
@@ -61,7 +61,7 @@ def namespace_path(
     return split_namespace(namespace, _separator(request))
 
 
-def parent_query(
+async def parent_query(
     request: Request,
     parent: Annotated[
         str | None,

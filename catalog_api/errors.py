@@ -56,6 +56,13 @@ class BadRequestError(CatalogError):
     error_type = "BadRequestException"
 
 
+class ForbiddenError(CatalogError):
+    """The request is understood but not allowed, e.g. signing outside a table (403)."""
+
+    code = 403
+    error_type = "ForbiddenException"
+
+
 class NotFoundError(CatalogError):
     """A resource or route does not exist (404)."""
 

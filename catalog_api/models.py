@@ -128,3 +128,26 @@ class CommitReportBody(_MetricsReport):
 
 #: Body of ``POST .../tables/{table}/metrics`` (``ReportMetricsRequest``).
 ReportMetricsBody = Annotated[ScanReportBody | CommitReportBody, Field(discriminator="report_type")]
+
+
+class RemoteSignBody(BaseModel):
+    """A ``RemoteSignRequest`` (spec 1.11.0): an S3 request a client wants signed.
+
+    Attributes:
+        region: Region the client computed for the request (signing region).
+        uri: The full request URI, query included.
+        method: HTTP method of the request.
+        headers: The request's headers, each with its values.
+        properties: Client properties (unused).
+        body: The request body, only for requests whose body must be checked before
+            signing (S3 ``DeleteObjects``).
+        provider: Storage provider; ``s3`` when absent (the only one signed here).
+    """
+
+    region: str
+    uri: str
+    method: Literal["PUT", "GET", "HEAD", "POST", "DELETE", "PATCH", "OPTIONS"]
+    headers: dict[str, list[str]]
+    properties: StringProperties = Field(default_factory=dict)
+    body: str | None = None
+    provider: str | None = None

@@ -128,7 +128,7 @@ class PageRequest:
         return self.cut(items[start:end], key)
 
 
-def page_request(
+async def page_request(
     request: Request,
     page_token: Annotated[
         str | None, Query(alias="pageToken", description="Token of the page to return")

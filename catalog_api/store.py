@@ -6,6 +6,7 @@ pyiceberg's REST models, so the wire format is the one pyiceberg's own client sp
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,9 +32,14 @@ from pyiceberg.typedef import Identifier, Properties
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from catalog_api.body_cache import BodyCache
 from catalog_api.commit import PlannedCommit, plan_commit, publish_commits
 from catalog_api.core.config import CatalogSettings, is_local_location, local_path
-from catalog_api.entity_rows import non_table_entities
+from catalog_api.entity_rows import (
+    TABLE_LOCATION_QUERY,
+    non_table_entities,
+    table_location_parameters,
+)
 from catalog_api.errors import BadRequestError, UnprocessableEntityError
 from catalog_api.locations import check_location, check_properties, check_updates
 from catalog_api.models import CreateTableBody
@@ -119,6 +125,9 @@ class CatalogStore:
         }
         self.catalog = SqlCatalog(settings.catalog_name, **properties)
         self._lock = threading.Lock()
+        self.table_bodies = BodyCache(settings.table_body_cache_bytes)
+        # metadata file -> table location; files are immutable, so entries never go stale
+        self._location_in = functools.lru_cache(maxsize=4096)(self._read_location)
 
     def close(self) -> None:
         """Release the database connections."""
@@ -274,6 +283,70 @@ class CatalogStore:
             )
         return self._response(table.metadata, table.metadata_location)
 
+    def metadata_location(self, identifier: Identifier) -> str:
+        """Return a table's current metadata file: one primary-key lookup, no file read.
+
+        The ``loadTable`` fast path: the ETag is computed from this location before the
+        metadata file is read (or not read at all).
+
+        Args:
+            identifier: Namespace parts followed by the table name.
+
+        Raises:
+            NoSuchTableError: If no table has this name (also when its namespace does not
+                exist, or a view or generic table holds the name).
+        """
+        check_namespace(identifier[:-1], NoSuchTableError)
+        parameters = table_location_parameters(self.catalog, identifier)
+        with self.catalog.engine.connect() as connection:
+            location = connection.execute(TABLE_LOCATION_QUERY, parameters).scalar()
+        if not location:
+            raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")
+        return str(location)
+
+    def table_location(self, identifier: Identifier) -> str:
+        """Return a table's location (``metadata.location``), read once per metadata file.
+
+        Raises:
+            NoSuchTableError: If no table has this name.
+        """
+        return self._location_in(self.metadata_location(identifier))
+
+    def _read_location(self, metadata_location: str) -> str:
+        return self.read_metadata(metadata_location).location
+
+    def table_response(
+        self, metadata_location: str, snapshots: SnapshotMode = "all"
+    ) -> TableResponse:
+        """Build the ``loadTable`` answer from one metadata file (read and parsed).
+
+        Args:
+            metadata_location: The table's metadata file, from :meth:`metadata_location`.
+            snapshots: ``all`` returns every snapshot, ``refs`` only those branches/tags name.
+        """
+        metadata = self.read_metadata(metadata_location)
+        if snapshots == "refs":
+            referenced = {ref.snapshot_id for ref in metadata.refs.values()}
+            kept = [snap for snap in metadata.snapshots if snap.snapshot_id in referenced]
+            metadata = metadata.model_copy(update={"snapshots": kept})
+        return self._response(metadata, metadata_location)
+
+    def table_response_body(self, metadata_location: str, snapshots: SnapshotMode = "all") -> bytes:
+        """The serialized ``loadTable`` answer (JSON bytes), from the body LRU when cached.
+
+        Bodies are keyed by ``(metadata_location, snapshots)``: metadata files are immutable
+        and the table ``config`` is static, so a cached body is never stale. Bodies with
+        per-request content (vended credentials) must not come from here.
+
+        Args:
+            metadata_location: The table's metadata file, from :meth:`metadata_location`.
+            snapshots: ``all`` or ``refs``.
+        """
+        return self.table_bodies.get_or_build(
+            (metadata_location, snapshots),
+            lambda: self.table_response(metadata_location, snapshots).model_dump_json().encode(),
+        )
+
     def load_table(self, identifier: Identifier, snapshots: SnapshotMode = "all") -> TableResponse:
         """Load a table's current metadata.
 
@@ -284,14 +357,7 @@ class CatalogStore:
         Raises:
             NoSuchTableError: If the table does not exist (also when its namespace does not).
         """
-        check_namespace(identifier[:-1], NoSuchTableError)
-        table = self.catalog.load_table(identifier)
-        metadata = table.metadata
-        if snapshots == "refs":
-            referenced = {ref.snapshot_id for ref in metadata.refs.values()}
-            kept = [snap for snap in metadata.snapshots if snap.snapshot_id in referenced]
-            metadata = metadata.model_copy(update={"snapshots": kept})
-        return self._response(metadata, table.metadata_location)
+        return self.table_response(self.metadata_location(identifier), snapshots)
 
     def table_exists(self, identifier: Identifier) -> bool:
         """Tell whether a table exists."""
@@ -337,10 +403,19 @@ class CatalogStore:
         with self._lock:
             self.catalog.rename_table(source, destination)
 
-    def _read_metadata(self, metadata_location: str) -> TableMetadata:
+    def read_metadata(self, metadata_location: str) -> TableMetadata:
+        """Read and parse one table metadata file with the server's FileIO.
+
+        Raises:
+            OSError: If the file cannot be read; pydantic's ``ValidationError`` if it does
+                not parse.
+        """
         io = self.catalog._load_file_io(location=metadata_location)
+        return FromInputFile.table_metadata(io.new_input(metadata_location))
+
+    def _check_registrable(self, metadata_location: str) -> None:
         try:
-            return FromInputFile.table_metadata(io.new_input(metadata_location))
+            self.read_metadata(metadata_location)
         except Exception as exc:  # any IO or parse failure is the caller's bad location
             raise BadRequestError(f"Cannot read table metadata {metadata_location}: {exc}") from exc
 
@@ -358,7 +433,7 @@ class CatalogStore:
         if not self.catalog.namespace_exists(namespace):
             raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(namespace)}")
         check_location(self.settings, metadata_location, "Metadata location")
-        self._read_metadata(metadata_location)
+        self._check_registrable(metadata_location)
         with self._lock:
             if overwrite and self.catalog.table_exists(identifier):
                 self._repoint(identifier, metadata_location)

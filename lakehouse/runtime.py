@@ -30,6 +30,7 @@ from lakehouse.spark.session import build_spark_session
 from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
 from sinks.iceberg import IcebergSink
+from sinks.refresh_state import RefreshStates, SourceTable
 
 
 def start_catalog(config: Config, port: int | None = None) -> RunningServer:
@@ -38,6 +39,14 @@ def start_catalog(config: Config, port: int | None = None) -> RunningServer:
     settings = CatalogSettings(warehouse=config.warehouse_uri, database_url=config.database_url)
     return serve_in_thread(settings, config.catalog.host,
                            config.catalog.port if port is None else port)
+
+
+def _source_table(source: Source) -> SourceTable:
+    if isinstance(source, DeltaSource):
+        return SourceTable(delta=source.delta)
+    if isinstance(source, ViewSource):
+        return SourceTable(iceberg=source.view)
+    return SourceTable(iceberg=source.iceberg, ref=source.ref)
 
 
 class Runtime(AbstractContextManager["Runtime"]):
@@ -73,6 +82,7 @@ class Runtime(AbstractContextManager["Runtime"]):
             name: self._reader(name, source) for name, source in config.sources.items()
         }
         self._plans: dict[str, ViewPlan] = {}
+        self._refresh_states: dict[str, RefreshStates] = {}
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
         self.states = ViewStates()
@@ -103,12 +113,21 @@ class Runtime(AbstractContextManager["Runtime"]):
         return self._plans[view.name]
 
     def sinks(self, view: ViewConfig) -> ViewSinks:
-        """The configured sinks of ``view``."""
-        iceberg = (IcebergSink(self.spark, self.catalog, self.config.spark.catalog_name, view.name)
-                   if "iceberg" in view.sinks else None)
-        delta = DeltaSink(self.delta_uri(view), app_id=f"lakehouse:{view.name}") if (
-            "delta" in view.sinks) else None
+        """The configured sinks of ``view``; their commits record its sources' refresh state."""
+        states = self.refresh_states(view)
+        iceberg = (IcebergSink(self.spark, self.catalog, self.config.spark.catalog_name, view.name,
+                               refresh_states=states) if "iceberg" in view.sinks else None)
+        delta = DeltaSink(self.delta_uri(view), app_id=f"lakehouse:{view.name}",
+                          refresh_states=states) if "delta" in view.sinks else None
         return ViewSinks(iceberg, delta)
+
+    def refresh_states(self, view: ViewConfig) -> RefreshStates:
+        """Where the sources of ``view`` live, for the ``refresh-state`` of its commits."""
+        if view.name not in self._refresh_states:
+            tables = {name: _source_table(self.config.sources[name])
+                      for name in referenced_sources(view.sql) & set(self.config.sources)}
+            self._refresh_states[view.name] = RefreshStates(tables, self.catalog)
+        return self._refresh_states[view.name]
 
     def recompute(self, view: ViewConfig) -> pa.Table:
         """The view computed in full from its sources' current versions.

@@ -1,33 +1,28 @@
 """Apply view deltas to a Delta table with delta-rs.
 
-Each commit carries the new frontier in its commit info (``custom_metadata``) and
-an application transaction ``(app_id, version)`` that advances with every refresh
+Each commit carries the new frontier and the refresh state
+(:mod:`sinks.refresh_state`) in its commit info (``custom_metadata``) and an application
+transaction ``(app_id, version)`` that advances with every refresh
 (Delta protocol, "Transaction Identifiers"), so a replayed tick is recognised.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Literal
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from ivm import WEIGHT
+from sinks.arrow_zset import expanded
 from sinks.errors import SinkError
-from sinks.frontier import (
-    FRONTIER_KEY,
-    REFRESHED_AT_KEY,
-    Frontier,
-    decode_frontier,
-    encode_frontier,
-)
+from sinks.frontier import FRONTIER_KEY, Frontier, decode_frontier
 from sinks.merge_source import OP
+from sinks.refresh_state import RefreshStates, freshness_properties, now_ms
 
 
 class DeltaSink:
@@ -37,13 +32,18 @@ class DeltaSink:
         uri: Path or URI of the table (created on the first commit).
         app_id: Identifies the writer in Delta's application transactions.
         storage_options: delta-rs storage options (S3 endpoint, credentials).
+        refresh_states: Builds the ``refresh-state`` of each commit from the view's
+            sources; by default one that records no source state.
     """
 
-    def __init__(self, uri: str, app_id: str, storage_options: dict[str, str] | None = None):
+    def __init__(self, uri: str, app_id: str, storage_options: dict[str, str] | None = None,
+                 *, refresh_states: RefreshStates | None = None):
         self.uri = uri
         self.app_id = app_id
         self.storage_options = storage_options
+        self.refresh_states = refresh_states or RefreshStates({})
         self._base: DeltaTable | None = None
+        self._started_ms: int | None = None
 
     def _table(self) -> DeltaTable | None:
         try:
@@ -56,8 +56,10 @@ class DeltaSink:
 
         The version read here is the base of this sink's next commit, which is made
         without retries: if another refresh committed in between, the commit fails
-        instead of being re-applied on top of the other one.
+        instead of being re-applied on top of the other one. The call also marks the
+        start of the refresh (``refresh-start-timestamp-ms`` of the refresh state).
         """
+        self._started_ms = now_ms()
         table = self._base = self._table()
         if table is None:
             return None
@@ -80,7 +82,7 @@ class DeltaSink:
         lowest = pc.min(delta[WEIGHT]).as_py()
         only_inserts = key is None and (lowest is None or lowest > 0)
         if table is None or delta.num_rows == 0 or only_inserts:
-            self._write(_expanded(delta), "append", frontier)
+            self._write(expanded(delta), "append", frontier)
             return
         source = (_keyed_source(delta, key) if key is not None
                   else _multiset_source(delta, table))
@@ -97,9 +99,9 @@ class DeltaSink:
     def _properties(self, frontier: Frontier) -> CommitProperties:
         table = self._base_table()
         version = (table.transaction_version(self.app_id) or 0) + 1 if table else 1
+        state = self.refresh_states.state(frontier, self._started_ms)
         return CommitProperties(
-            custom_metadata={FRONTIER_KEY: encode_frontier(frontier),
-                             REFRESHED_AT_KEY: str(int(time.time() * 1000))},
+            custom_metadata=freshness_properties(frontier, state),
             max_commit_retries=0,
             app_transactions=[Transaction(app_id=self.app_id, version=version)],
         )
@@ -132,12 +134,6 @@ class DeltaSink:
             raise SinkError(f"merge failed: {error}", table=self.uri) from error
 
 
-def _expanded(delta: pa.Table) -> pa.Table:
-    """The rows of an insert-only Z-set, each repeated as many times as its weight."""
-    weights = delta[WEIGHT].to_numpy()
-    return delta.drop_columns([WEIGHT]).take(np.repeat(np.arange(delta.num_rows), weights))
-
-
 def _keyed_source(delta: pa.Table, key: Sequence[str]) -> pa.Table:
     """Delete markers for every changed key, then the new rows (see merge_source)."""
     columns = [c for c in delta.column_names if c != WEIGHT]
@@ -165,15 +161,16 @@ def _multiset_source(delta: pa.Table, table: DeltaTable) -> pa.Table:
     result = duckdb.sql(f"""
         WITH removed AS (SELECT * FROM delta WHERE {WEIGHT} < 0),
         remaining AS (
-            SELECT {select}, r.{WEIGHT} + (SELECT count(*) FROM current t WHERE {same}) AS n
+            SELECT {select}, r.{WEIGHT} + (SELECT count(*) FROM current t WHERE {same}) AS __copies
             FROM removed r),
         inserts AS (
-            SELECT {', '.join(map(_quoted, columns))}, {WEIGHT} AS n FROM delta WHERE {WEIGHT} > 0
+            SELECT {', '.join(map(_quoted, columns))}, {WEIGHT} AS __copies
+            FROM delta WHERE {WEIGHT} > 0
             UNION ALL SELECT * FROM remaining)
         SELECT {', '.join(map(_quoted, columns))}, 'delete' AS {OP} FROM removed
         UNION ALL
         SELECT {', '.join(map(_quoted, columns))}, 'insert' AS {OP}
-        FROM inserts, range(CAST(greatest(n, 0) AS BIGINT))
+        FROM inserts, range(CAST(greatest(__copies, 0) AS BIGINT))
     """).arrow()
     return pa.table(result)
 

@@ -1,87 +1,268 @@
-"""Apply view deltas to an Iceberg v2 table with Spark, through the REST catalog.
+"""Apply view deltas to an Iceberg v2 table through the REST catalog.
 
 Every commit is one Iceberg snapshot whose summary carries the new frontier
-(:data:`sinks.frontier.FRONTIER_KEY`), so the data and the frontier land atomically.
+(:data:`sinks.frontier.FRONTIER_KEY`) and the refresh state
+(:data:`sinks.refresh_state.REFRESH_STATE_KEY`), so data and freshness land atomically; the
+same commit sets them as table properties.
+
+Two paths:
+
+- Arrow (:meth:`IcebergSink.apply_arrow`, :meth:`IcebergSink.replace_arrow`), the default:
+  pyiceberg writes the files and commits ONE catalog commit, which requires ``main`` to
+  still be the snapshot :meth:`IcebergSink.frontier` read. Copy-on-write: only the data
+  files holding deleted rows are read and rewritten (:mod:`sinks.iceberg_rewrite`). The
+  delta, and the files it touches, must fit in the driver's memory.
+- Spark, for deltas too large to collect: a Spark ``MERGE``/write on a refresh branch
+  published to ``main`` under the same requirement (:mod:`sinks.iceberg_spark`); three
+  catalog commits. :meth:`IcebergSink.apply` and :meth:`IcebergSink.replace` take a
+  DataFrame and use the Arrow path when it has at most ``arrow_max_rows`` rows.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.table import Table
+from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ivm import WEIGHT, expand
+from ivm import WEIGHT
+from sinks.arrow_zset import expanded, has_deletes
 from sinks.errors import SinkError
-from sinks.frontier import (
-    FRONTIER_KEY,
-    REFRESHED_AT_KEY,
-    Frontier,
-    decode_frontier,
-    encode_frontier,
-)
-from sinks.iceberg_commit import run_with_commit_properties
-from sinks.iceberg_publish import staged_on_branch
-from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
+from sinks.frontier import FRONTIER_KEY, Frontier, decode_frontier
+from sinks.iceberg_rewrite import Rewrite, rewrite_deleted
+from sinks.iceberg_schema import arrow_schema, conformed
+from sinks.iceberg_snapshot import NO_RETRIES, DataFileWriter, commit_snapshot
+from sinks.iceberg_spark import SparkWriter
+from sinks.refresh_state import RefreshStates, freshness_properties, now_ms
+from sinks.spark_arrow import collect_arrow
+
+ARROW_MAX_ROWS = 1_000_000
+"""Default: DataFrames of at most this many rows are collected and take the Arrow path."""
 
 TABLE_PROPERTIES = {
     "format-version": "2",
     "write.delete.mode": "copy-on-write",
     "write.update.mode": "copy-on-write",
     "write.merge.mode": "copy-on-write",
+    **NO_RETRIES,
 }
-"""Copy-on-write keeps the view readable by every client, and its change feed exact."""
+"""Copy-on-write keeps the view readable by every client, and its change feed exact; a
+commit that lost a race is never re-applied on another head (:mod:`sinks.iceberg_snapshot`)."""
+
+
+@dataclass(frozen=True)
+class _Base:
+    """The table as :meth:`IcebergSink.frontier` read it (None: no table yet)."""
+
+    table: Table | None
+    snapshot_id: int | None
 
 
 class IcebergSink:
     """One view's Iceberg table.
 
     Args:
-        spark: Session whose catalog ``catalog_name`` is the REST catalog.
-        catalog: The same REST catalog through pyiceberg (metadata reads).
+        spark: Session whose catalog ``catalog_name`` is the REST catalog (Spark path).
+        catalog: The same REST catalog through pyiceberg.
         catalog_name: The Spark catalog name.
         identifier: ``namespace.table`` of the view.
+        refresh_states: Builds the ``refresh-state`` of each commit from the view's
+            sources (:class:`sinks.refresh_state.RefreshStates`); by default one that
+            records no source state.
+        arrow_max_rows: :meth:`apply`/:meth:`replace` collect DataFrames of at most this
+            many rows and take the Arrow path; larger ones (and all, with 0) go through
+            Spark.
     """
 
-    def __init__(self, spark: SparkSession, catalog: Catalog, catalog_name: str, identifier: str):
+    def __init__(self, spark: SparkSession, catalog: Catalog, catalog_name: str, identifier: str,
+                 *, refresh_states: RefreshStates | None = None,
+                 arrow_max_rows: int = ARROW_MAX_ROWS):
         self.spark = spark
         self.catalog = catalog
         self.identifier = identifier
         self.table_name = f"{catalog_name}.{identifier}"
+        self.refresh_states = refresh_states or RefreshStates({})
+        self.arrow_max_rows = arrow_max_rows
         self._catalog_name = catalog_name
-        self._base_snapshot_id: int | None = None
+        self._base: _Base | None = None
+        self._started_ms: int | None = None
 
     def frontier(self) -> dict[str, int] | None:
         """The frontier of the table's current snapshot; None before the first commit.
 
-        The snapshot read here is the base of this sink's next commit: the commit is
-        refused if ``main`` moves in between (:mod:`sinks.iceberg_publish`).
+        The snapshot read here is the base of this sink's next commit, which is refused
+        if ``main`` moves in between; the call also marks the start of the refresh (the
+        ``refresh-start-timestamp-ms`` of the refresh state).
         """
+        self._started_ms = now_ms()
         try:
-            snapshot = self.catalog.load_table(self.identifier).current_snapshot()
+            table = self.catalog.load_table(self.identifier)
         except NoSuchTableError:
+            self._base = _Base(None, None)
             return None
-        self._base_snapshot_id = snapshot.snapshot_id if snapshot is not None else None
+        snapshot = table.current_snapshot()
+        self._base = _Base(table, snapshot.snapshot_id if snapshot is not None else None)
         if snapshot is None or snapshot.summary is None:
             return None
         return decode_frontier(snapshot.summary.additional_properties.get(FRONTIER_KEY))
 
-    def ensure_table(self, schema: StructType) -> None:
-        """Create the namespace and the table (Iceberg v2) unless they exist."""
+    def ensure_table(self, schema: StructType | pa.Schema) -> None:
+        """Create the namespace and the table (Iceberg v2, every column optional) if absent.
+
+        Free when :meth:`frontier` found the table; otherwise one ``loadTable`` (and the
+        creation, the first time).
+
+        Args:
+            schema: The view's columns (Spark or Arrow schema, without ``_weight``).
+        """
+        if self._base is not None and self._base.table is not None:
+            return
         namespace = self.identifier.rsplit(".", 1)[0]
-        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._catalog_name}.{namespace}")
-        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
-        properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
-        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.table_name} ({columns}) "
-                       f"USING iceberg TBLPROPERTIES ({properties})")
+        try:
+            self.catalog.create_namespace_if_not_exists(namespace)
+            table = self.catalog.create_table_if_not_exists(
+                self.identifier, schema=arrow_schema(schema), properties=TABLE_PROPERTIES)
+        except Exception as error:  # catalog clients raise many types; report them as one
+            raise SinkError(f"cannot create the table: {error}", table=self.identifier) from error
+        if self._base is not None:
+            self._base = _Base(table, self._base.snapshot_id)
+
+    def apply_arrow(self, delta: pa.Table, key: Sequence[str] | None, frontier: Frontier) -> None:
+        """Apply a view delta in one snapshot and one catalog commit carrying ``frontier``.
+
+        Keyed views: every row whose key equals a delta row's key (NULL equals NULL) is
+        deleted and the +1 rows are inserted. Multiset views: a row of weight -w deletes
+        w copies, a row of weight +w inserts w copies. An empty delta still commits (an
+        empty snapshot that advances the frontier).
+
+        Args:
+            delta: Consolidated Z-set as Arrow: the view's columns plus ``_weight`` (int64),
+                e.g. Spark's ``DataFrame.toArrow()``; types are cast to the table's.
+            key: The view's unique key, or None when rows have multiplicities.
+            frontier: The source versions the table reflects after this commit.
+
+        Raises:
+            SinkError: Another refresh committed since :meth:`frontier`, the delta does not
+                fit the table's schema, or the commit failed; the table is unchanged.
+        """
+        table = self._commit_base()
+        data = conformed(delta.drop_columns([WEIGHT]), table.schema(), self.identifier)
+        data = data.append_column(WEIGHT, delta[WEIGHT].cast(pa.int64()))
+        writer = DataFileWriter(table)
+
+        def stage() -> Rewrite:
+            rewrite = Rewrite([], [], 0)
+            if self._base_snapshot_id() is not None and (key is not None or has_deletes(data)):
+                rewrite = rewrite_deleted(table, data, key, writer)
+            return Rewrite(rewrite.removed, rewrite.added + writer.write(expanded(data)),
+                           rewrite.candidates)
+        self._commit(table, writer, stage, frontier)
+
+    def replace_arrow(self, rows: pa.Table, frontier: Frontier) -> None:
+        """Replace the table's content by ``rows`` in one snapshot (full refresh).
+
+        Args:
+            rows: The view's columns (cast to the table's types).
+            frontier: The source versions the table reflects after this commit.
+
+        Raises:
+            SinkError: As :meth:`apply_arrow`.
+        """
+        table = self._commit_base()
+        data = conformed(rows, table.schema(), self.identifier)
+        writer = DataFileWriter(table)
+
+        def stage() -> Rewrite:
+            removed = ([task.file for task in table.scan().plan_files()]
+                       if self._base_snapshot_id() is not None else [])
+            return Rewrite(removed, writer.write(data), len(removed))
+        self._commit(table, writer, stage, frontier)
+
+    def _commit(self, table: Table, writer: DataFileWriter, stage: Callable[[], Rewrite],
+                frontier: Frontier) -> None:
+        """Write the data files (``stage``), then commit them with the freshness properties.
+
+        Raises:
+            SinkError: Writing failed or the commit was refused (the files written are
+                deleted), or the commit failed with an unknown outcome.
+        """
+        properties = self._properties(frontier)
+        try:
+            rewrite = stage()
+        except Exception as error:  # IO and Arrow raise many types; report them as one
+            writer.discard()
+            raise SinkError(f"cannot write the data files: {error}",
+                            table=self.identifier) from error
+        try:
+            snapshot_id = commit_snapshot(table, rewrite.removed, rewrite.added, properties)
+        except CommitFailedException as error:
+            writer.discard()
+            raise SinkError(f"another refresh committed first (main moved from snapshot "
+                            f"{self._base_snapshot_id()}); nothing published: {error}",
+                            table=self.identifier) from error
+        except Exception as error:  # the catalog may have applied it: keep the files
+            raise SinkError(f"commit failed: {error}", table=self.identifier) from error
+        self._base = _Base(table, snapshot_id)
+
+    def _base_snapshot_id(self) -> int | None:
+        return self._base.snapshot_id if self._base is not None else None
+
+    def _commit_base(self) -> Table:
+        """The table to commit on: as :meth:`frontier` read it, ``main`` unmoved since.
+
+        Raises:
+            SinkError: The table is missing, or ``main`` moved since :meth:`frontier`.
+        """
+        base = self._base
+        table = base.table if base is not None else None
+        if table is None:
+            try:
+                table = self.catalog.load_table(self.identifier)
+            except NoSuchTableError as error:
+                raise SinkError("no table; call ensure_table first",
+                                table=self.identifier) from error
+        head = _main_snapshot_id(table)
+        if base is None:
+            self._base = base = _Base(table, head)
+        if head != base.snapshot_id:
+            raise SinkError(f"another refresh committed first (main moved from snapshot "
+                            f"{base.snapshot_id} to {head}); nothing published",
+                            table=self.identifier)
+        return self._without_retries(table, head)
+
+    def _without_retries(self, table: Table, head: int | None) -> Table:
+        """``table`` with :data:`NO_RETRIES` set (tables created before it need one commit)."""
+        if all(table.properties.get(k) == v for k, v in NO_RETRIES.items()):
+            return table
+        requirement = AssertRefSnapshotId.model_validate({"ref": MAIN_BRANCH, "snapshot-id": head})
+        try:
+            self.catalog.commit_table(table, (requirement,),
+                                      (SetPropertiesUpdate(updates=NO_RETRIES),))
+        except CommitFailedException as error:
+            raise SinkError(f"another refresh committed first: {error}",
+                            table=self.identifier) from error
+        table = self.catalog.load_table(self.identifier)
+        if _main_snapshot_id(table) != head:  # the commit below must assert the base, no other
+            raise SinkError(f"another refresh committed first (main moved from snapshot {head})",
+                            table=self.identifier)
+        return table
+
+    def _properties(self, frontier: Frontier) -> dict[str, str]:
+        state = self.refresh_states.state(frontier, self._started_ms)
+        return freshness_properties(frontier, state)
 
     def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier) -> None:
-        """Apply a view delta in one snapshot carrying ``frontier``.
+        """Apply a view delta given as a DataFrame in one snapshot carrying ``frontier``.
+
+        Up to ``arrow_max_rows`` rows: collected and applied by :meth:`apply_arrow`. Larger:
+        a Spark ``MERGE`` on a refresh branch, published if ``main`` did not move.
 
         Args:
             delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64).
@@ -89,79 +270,35 @@ class IcebergSink:
             frontier: The source versions the table reflects after this commit.
 
         Raises:
-            SinkError: The commit failed; the table is unchanged.
+            SinkError: The commit failed, or another refresh committed first; the table
+                is unchanged.
         """
-        properties = _summary(frontier)
-        with self._target(properties) as target:
-            if delta.isEmpty() or (key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()):
-                self._append(target, expand(delta), properties)
-                return
-            current = self.spark.table(target)
-            source = (keyed_merge_source(delta, key) if key is not None
-                      else multiset_merge_source(delta, current))
-            self._merge(target, source, key, properties)
+        collected = collect_arrow(delta, self.arrow_max_rows) if self.arrow_max_rows else None
+        if collected is not None:
+            self.apply_arrow(collected, key, frontier)
+            return
+        self._spark_writer().apply(delta, key, self._properties(frontier))
 
     def replace(self, rows: DataFrame, frontier: Frontier) -> None:
-        """Replace the table's content by ``rows`` in one snapshot (full refresh)."""
-        properties = _summary(frontier)
-        with self._target(properties) as target:
-            writer = rows.writeTo(target)
-            for name, value in properties.items():
-                writer = writer.option(f"snapshot-property.{name}", value)
-            self._guard(lambda: writer.overwrite(F.lit(True)))
+        """Replace the table's content by ``rows`` in one snapshot (full refresh).
 
-    @contextmanager
-    def _target(self, properties: dict[str, str]) -> Iterator[str]:
-        """The Spark table to write: a branch published on exit, or ``main``.
+        Up to ``arrow_max_rows`` rows by :meth:`replace_arrow`, else by a Spark overwrite.
 
-        ``main`` only for the first commit: an initial load overwrites everything, so a
-        concurrent one is harmless. The freshness ``properties`` become table properties
-        too (in the publishing commit; after the first one).
+        Raises:
+            SinkError: As :meth:`apply`.
         """
-        if self._base_snapshot_id is None:
-            yield self.table_name
-            table = self.catalog.load_table(self.identifier)
-            table.transaction().set_properties(properties).commit_transaction()
+        collected = collect_arrow(rows, self.arrow_max_rows) if self.arrow_max_rows else None
+        if collected is not None:
+            self.replace_arrow(collected, frontier)
             return
-        with staged_on_branch(self.catalog, self.identifier, self._base_snapshot_id,
-                              properties) as branch:
-            yield f"{self.table_name}.branch_{branch}"
+        self._spark_writer().replace(rows, self._properties(frontier))
 
-    def _append(self, target: str, rows: DataFrame, properties: dict[str, str]) -> None:
-        writer = rows.writeTo(target)
-        for name, value in properties.items():
-            writer = writer.option(f"snapshot-property.{name}", value)
-        self._guard(writer.append)
-
-    def _merge(
-        self, target: str, source: DataFrame, key: Sequence[str] | None,
-        properties: dict[str, str],
-    ) -> None:
-        columns = [c for c in source.columns if c != OP]
-        view = f"__merge_{self.identifier.replace('.', '_')}"
-        source.createOrReplaceTempView(view)
-        matching = key if key is not None else columns
-        matched = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in matching)
-        on = f"s.{OP} = 'delete'" + (f" AND {matched}" if matched else "")
-        names = ", ".join(f"`{c}`" for c in columns)
-        values = ", ".join(f"s.`{c}`" for c in columns)
-        statement = (f"MERGE INTO {target} t USING {view} s ON {on} "
-                     f"WHEN MATCHED THEN DELETE "
-                     f"WHEN NOT MATCHED AND s.{OP} = 'insert' "
-                     f"THEN INSERT ({names}) VALUES ({values})")
-        try:
-            self._guard(lambda: run_with_commit_properties(
-                self.spark, properties, lambda: self.spark.sql(statement)))
-        finally:
-            self.spark.catalog.dropTempView(view)
-
-    def _guard(self, commit) -> None:
-        try:
-            commit()
-        except Exception as error:  # py4j and Spark raise many types; report them all as one
-            raise SinkError(f"commit failed: {str(error).splitlines()[0]}",
-                            table=self.identifier) from error
+    def _spark_writer(self) -> SparkWriter:
+        return SparkWriter(self.spark, self.catalog, self._catalog_name, self.identifier,
+                           self._base_snapshot_id())
 
 
-def _summary(frontier: Frontier) -> dict[str, str]:
-    return {FRONTIER_KEY: encode_frontier(frontier), REFRESHED_AT_KEY: str(int(time.time() * 1000))}
+def _main_snapshot_id(table: Table) -> int | None:
+    ref = table.metadata.refs.get(MAIN_BRANCH)
+    return ref.snapshot_id if ref is not None else None
+

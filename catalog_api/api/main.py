@@ -12,6 +12,7 @@ from catalog_api.api.routes import (
     namespaces,
     oauth,
     planning,
+    signing,
     tables,
     views,
 )
@@ -26,3 +27,4 @@ api_router.include_router(views.router)
 api_router.include_router(generic_tables.router)
 api_router.include_router(planning.router)
 api_router.include_router(credentials.router)
+api_router.include_router(signing.router)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 #: Where the REST API is mounted: clients use ``http://host:port/iceberg`` as base URI.
 API_PREFIX = "/iceberg"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_TABLE_BODY_CACHE_BYTES = 64 * 1024 * 1024
 DEFAULT_IDEMPOTENCY_KEY_LIFETIME = timedelta(minutes=30)
 DEFAULT_TOKEN_LIFETIME = timedelta(hours=1)
 #: The spec's default namespace separator, URL-encoded (the unit separator byte 0x1F).
@@ -51,6 +52,9 @@ class S3Settings(BaseModel):
             location; without it STS GetSessionToken vends the server's own rights.
         credentials_lifetime_s: Lifetime of vended credentials (STS allows 900-43200 s).
         vend_credentials: Answer ``X-Iceberg-Access-Delegation: vended-credentials``.
+        remote_signing: Answer ``X-Iceberg-Access-Delegation: remote-signing`` and sign
+            clients' S3 requests (``signRequest``) inside their table's location with the
+            server's own credentials.
     """
 
     endpoint: str | None = None
@@ -62,6 +66,7 @@ class S3Settings(BaseModel):
     role_arn: str | None = None
     credentials_lifetime_s: int = Field(default=3600, ge=900, le=43200)
     vend_credentials: bool = True
+    remote_signing: bool = True
 
     def file_io_properties(self) -> dict[str, str]:
         """The server's own pyiceberg FileIO properties for this storage."""
@@ -108,6 +113,9 @@ class CatalogSettings(BaseModel):
             metadata files may live; anything else is refused with 400.
         planning: Server-side scan planning limits.
         s3: S3 storage and credential vending; its keys fill ``io_properties`` gaps.
+        table_body_cache_bytes: Bound of the LRU of serialized ``loadTable`` bodies (keyed
+            by metadata file and ``snapshots`` mode; metadata files are immutable); 0 turns
+            the cache off.
     """
 
     warehouse: str
@@ -129,6 +137,7 @@ class CatalogSettings(BaseModel):
     allowed_locations: list[str] = Field(default_factory=list)
     planning: PlanningSettings = Field(default_factory=PlanningSettings)
     s3: S3Settings | None = None
+    table_body_cache_bytes: int = Field(default=DEFAULT_TABLE_BODY_CACHE_BYTES, ge=0)
 
     @field_validator("warehouse")
     @classmethod
@@ -154,6 +163,7 @@ class CatalogSettings(BaseModel):
     def decoded_namespace_separator(self) -> str:
         """The namespace separator as it appears in a decoded URL path or query."""
         return unquote(self.namespace_separator)
+
     @model_validator(mode="after")
     def _s3_io_properties(self) -> CatalogSettings:
         """Let ``s3`` settings provide the FileIO properties that ``io_properties`` lacks."""

@@ -1,5 +1,9 @@
 """Catalog throughput (part 4): loadTable with and without ETag, a trivial endpoint, commits.
 
+loadTable is the product's path: plain requests are answered by the fast path
+(``catalog_api/load_table_fastpath.py``: one indexed lookup of the metadata location, 304 or
+the cached body), the same answers as the route's.
+
 Servers run in their own processes (one uvicorn worker each, as ``lakehouse serve``); the
 load comes from ``wrk`` (C, Debian package) over loopback, at 1, 8 and 32 connections, so
 the Python client's GIL is not what is measured. Both share the machine's two cores with
@@ -15,6 +19,7 @@ import logging
 import multiprocessing as mp
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -30,7 +35,8 @@ import pyarrow as pa
 from tests.benchmarks.common import WORK, free_port, load_average
 
 CONNECTIONS = (1, 8, 32)
-DURATION_S = 8
+DURATION_S = 5
+ROUNDS = 3
 WRITERS = (1, 4, 8)
 COMMIT_DURATION_S = 10
 NAMESPACE, TABLE = "bench", "events"
@@ -62,20 +68,30 @@ def server(kind: str, root: Path) -> Iterator[tuple[str, psutil.Process]]:
 
 
 def wrk(url: str, connections: int, headers: dict[str, str] | None = None,
-        duration_s: int = DURATION_S) -> dict[str, Any]:
-    """Run wrk against ``url``; requests/s, p50/p99 latency (ms) and status summary."""
+        duration_s: int = DURATION_S, server_process: psutil.Process | None = None,
+        ) -> dict[str, Any]:
+    """Run wrk against ``url``; requests/s, p50/p99 latency (ms) and status summary.
+
+    With ``server_process``, also the server's CPU time (user + system, all its threads) per
+    answered request, ``server_cpu_us``: unlike the rate, it hardly depends on what else
+    runs on the machine.
+    """
     command = ["wrk", f"-t{min(connections, 2)}", f"-c{connections}", f"-d{duration_s}s",
                "--latency", "--timeout", "10s"]
     for name, value in (headers or {}).items():
         command += ["-H", f"{name}: {value}"]
+    cpu_before = sum(server_process.cpu_times()[:2]) if server_process else 0.0
     output = subprocess.run(command + [url], capture_output=True, text=True, check=True).stdout
+    cpu_s = sum(server_process.cpu_times()[:2]) - cpu_before if server_process else None
+    requests = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore
     latency = {p: _ms(re.search(rf"\s{p}%\s+([\d.]+\w+)", output).group(1))  # type: ignore
                for p in ("50", "99")}
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     return {"rps": round(rate, 1), "p50_ms": latency["50"], "p99_ms": latency["99"],
             "non_2xx_3xx": int(errors.group(1)) if errors else 0, "connections": connections,
-            "load": load_average()[0]}
+            "load": load_average()[0], "requests": requests,
+            "server_cpu_us": round(cpu_s / requests * 1e6, 1) if cpu_s and requests else None}
 
 
 def _ms(text: str) -> float:
@@ -96,28 +112,56 @@ def _table_with_history(uri: str, commits: int = 10) -> None:
 
 
 def load_table(root: Path) -> dict[str, Any]:
-    """loadTable (plain, and If-None-Match -> 304) next to the trivial endpoint."""
-    out: dict[str, Any] = {"load_table": [], "load_table_etag": [], "trivial": []}
-    with server("catalog", root / "catalog") as (base, process):
+    """loadTable (plain, If-None-Match -> 304, through the route) and the trivial endpoint.
+
+    Both servers run side by side and, at each connection count, the four are measured one
+    right after the other, so that they see similar background load (the ratios to the
+    trivial endpoint are the result); ``ROUNDS`` such rounds, each row keeps its median run
+    (all rates in ``rps_runs``). The answers are checked first: a 304 for the ETag, and the
+    same body and ETag from the route (an extra query parameter sends the request there).
+    """
+    out: dict[str, Any] = {"load_table": [], "load_table_etag": [], "load_table_route": [],
+                           "trivial": []}
+    with server("catalog", root / "catalog") as (base, process), \
+            server("trivial", root / "trivial") as (trivial_base, trivial_process):
         uri = f"{base}/iceberg"
         _table_with_history(uri)
         url = f"{uri}/v1/namespaces/{NAMESPACE}/tables/{TABLE}"
         first = httpx.get(url)
         etag = first.headers["etag"]
         assert httpx.get(url, headers={"If-None-Match": etag}).status_code == 304
+        routed = httpx.get(url, params={"route": "1"})
+        assert (routed.content, routed.headers["etag"]) == (first.content, etag)
         out["metadata_bytes"] = len(first.content)
-        wrk(url, 8, duration_s=2)  # warm-up
-        for connections in CONNECTIONS:
-            out["load_table"].append(wrk(url, connections))
-            out["load_table_etag"].append(wrk(url, connections, {"If-None-Match": etag}))
+        series = {"load_table": (url, {}, process),
+                  "load_table_etag": (url, {"If-None-Match": etag}, process),
+                  "load_table_route": (f"{url}?route=1", {}, process),
+                  "trivial": (f"{trivial_base}/ping", {}, trivial_process)}
+        for target, headers, _ in series.values():
+            wrk(target, 8, headers, duration_s=2)  # warm-up
+        runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for _ in range(ROUNDS):
+            for connections in CONNECTIONS:
+                for name, (target, headers, owner) in series.items():
+                    runs.setdefault((name, connections), []).append(
+                        wrk(target, connections, headers, server_process=owner))
+        for (name, connections), measured in runs.items():
+            out[name].append(_median_run(measured, runs[("trivial", connections)]))
         out["catalog_server_rss_mib"] = round(process.memory_info().rss / 2**20, 1)
         out["commits"] = commits(uri)
-    out["fastpath"] = fastpath(root / "catalog")
-    with server("trivial", root / "trivial") as (base, _):
-        wrk(f"{base}/ping", 8, duration_s=2)
-        for connections in CONNECTIONS:
-            out["trivial"].append(wrk(f"{base}/ping", connections))
     return out
+
+
+def _median_run(runs: list[dict[str, Any]], trivial: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median rate, plus every run's rate (``rps_runs``), the median of the
+    rate ratios to the trivial endpoint's run of the same round (``share_of_trivial``) and
+    the median server CPU per request (``server_cpu_us``)."""
+    median = sorted(runs, key=lambda r: r["rps"])[len(runs) // 2]
+    shares = [r["rps"] / t["rps"] for r, t in zip(runs, trivial, strict=True)]
+    cpu = [r["server_cpu_us"] for r in runs if r["server_cpu_us"] is not None]
+    return {**median, "rps_runs": [r["rps"] for r in runs],
+            "share_of_trivial": round(statistics.median(shares), 3),
+            "server_cpu_us": statistics.median(cpu) if cpu else None}
 
 
 class _RetryCounter(logging.Handler):
@@ -130,21 +174,6 @@ class _RetryCounter(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if "concurrent update" in record.getMessage():
             self.count += 1
-
-
-def fastpath(root: Path) -> dict[str, Any]:
-    """loadTable through the prototype fast path (:mod:`tests.benchmarks.fastpath`)."""
-    out: dict[str, Any] = {"load_table": [], "load_table_etag": []}
-    with server("catalog-fastpath", root) as (base, _):
-        url = f"{base}/iceberg/v1/namespaces/{NAMESPACE}/tables/{TABLE}"
-        etag = httpx.get(url).headers["etag"]
-        assert httpx.get(url, headers={"If-None-Match": etag}).status_code == 304
-        assert httpx.get(url).json()["metadata-location"]  # the cached body is the real one
-        wrk(url, 8, duration_s=2)
-        for connections in CONNECTIONS:
-            out["load_table"].append(wrk(url, connections))
-            out["load_table_etag"].append(wrk(url, connections, {"If-None-Match": etag}))
-    return out
 
 
 def _writer(uri: str, ready: Any, go: Any, duration_s: float, queue: Any) -> None:

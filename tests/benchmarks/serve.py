@@ -4,7 +4,6 @@
 ``file://`` warehouse under ROOT) as ``lakehouse serve`` does: one uvicorn process, access
 log off. ``python -m tests.benchmarks.serve trivial ROOT PORT`` serves ``GET /ping`` with the
 same server settings: the ceiling of FastAPI + uvicorn on this machine.
-``catalog-fastpath`` is the catalog behind the prototype in :mod:`tests.benchmarks.fastpath`.
 """
 
 from __future__ import annotations
@@ -29,17 +28,13 @@ def trivial_app() -> FastAPI:
 
 def main() -> None:
     kind, root, port = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-    if kind in ("catalog", "catalog-fastpath"):
+    if kind == "catalog":
         from catalog_api import CatalogSettings
         from catalog_api.app import create_app
 
         (root / "warehouse").mkdir(parents=True, exist_ok=True)
         app = create_app(CatalogSettings(warehouse=(root / "warehouse").as_uri(),
                                          database_url=f"sqlite:///{root / 'catalog.db'}"))
-        if kind == "catalog-fastpath":
-            from tests.benchmarks.fastpath import LoadTableFastPath
-
-            app = LoadTableFastPath(app, app.state.store)  # type: ignore[assignment]
     else:
         app = trivial_app()
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)

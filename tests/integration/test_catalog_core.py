@@ -204,22 +204,6 @@ def test_custom_namespace_separator(make_server: ServerFactory) -> None:
 # ---------------------------------------------------------------------------- error codes
 
 
-def test_unserved_spec_operation_is_406(catalog_server: CatalogServerHandle) -> None:
-    advertised = set(httpx.get(f"{catalog_server.uri}/v1/config").json()["endpoints"])
-    missing = [op for op in ADVERTISABLE if op.endpoint not in advertised]
-    if not missing:
-        pytest.skip("every spec operation is served")
-    op = missing[0]
-    path = op.path.replace("/{prefix}", "")
-    for name in ("namespace", "table", "view", "plan-id"):
-        path = path.replace("{" + name + "}", "x")
-    response = httpx.request(op.method, f"{catalog_server.uri}{path}", json={})
-    if op.method == "HEAD":
-        assert response.status_code == 406
-    else:
-        _assert_error(response, 406, "UnsupportedOperationException")
-
-
 # --------------------------------------------------------------------------------- tables
 
 

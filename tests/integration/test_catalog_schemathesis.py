@@ -6,9 +6,10 @@ namespace and table, sent to the real server on loopback. Checks: no 5xx
 (``not_a_server_error``) and every answer conforms to the spec's response schema for its
 status (``response_schema_conformance``).
 
-The server sends no ``prefix`` in ``GET /v1/config``, so the spec's ``/v1/{prefix}/x`` is
-served at ``/v1/x`` (spec: "prefix" is only present when the config answer sets it): the
-schema is loaded with the ``{prefix}`` segment and parameter removed.
+A client that names no warehouse gets no ``prefix`` in ``GET /v1/config``, so it uses the
+spec's ``/v1/{prefix}/x`` as ``/v1/x`` (spec: "prefix" is only present when the config answer
+sets it; the prefixed form is tested in ``test_catalog_prefix.py``): the schema is loaded with
+the ``{prefix}`` segment and parameter removed.
 """
 
 from __future__ import annotations

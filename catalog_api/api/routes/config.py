@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 from catalog_api.api.routes.generic_tables import ADVERTISED_ENDPOINTS as GENERIC_TABLE_ENDPOINTS
 from catalog_api.core.config import API_PREFIX
 from catalog_api.deps import StoreDep
+from catalog_api.prefix import route_prefix
 from catalog_api.spec_endpoints import ADVERTISABLE, find_operation
 
 __all__ = ["API_PREFIX", "router", "supported_endpoints"]
@@ -63,17 +64,22 @@ def get_config(
     """Return defaults, overrides, the supported endpoints and the idempotency-key lifetime.
 
     ``overrides`` always holds ``warehouse`` and ``namespace-separator`` (URL-encoded).
-    ``idempotency-key-lifetime`` is an ISO-8601 duration such as ``PT30M``. The
-    ``warehouse`` the client names is accepted and ignored: the service has one warehouse.
+    ``idempotency-key-lifetime`` is an ISO-8601 duration such as ``PT30M``. The service has
+    one warehouse, named ``catalog_name``: a client asking for it by that name gets
+    ``overrides.prefix`` and uses the ``/v1/{prefix}/...`` routes (see
+    :mod:`catalog_api.prefix`). Any other ``warehouse`` (none, the warehouse URI Spark sends,
+    the ATTACH name DuckDB sends) gets no prefix and the unprefixed routes, as before.
     Implements ``getConfig`` of spec 1.11.0.
     """
     settings = store.settings
+    prefix = route_prefix(settings.catalog_name) if warehouse == settings.catalog_name else None
     return {
         "defaults": dict(settings.config_defaults),
         "overrides": {
             **settings.config_overrides,
             "warehouse": settings.warehouse,
             "namespace-separator": settings.namespace_separator,
+            **({"prefix": prefix} if prefix else {}),
         },
         "endpoints": supported_endpoints(request.app),
         "idempotency-key-lifetime": iso_duration(settings.idempotency_key_lifetime),

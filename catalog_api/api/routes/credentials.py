@@ -14,7 +14,7 @@ from catalog_api.deps import NamespaceDep, StoreDep
 router = APIRouter(prefix="/v1", tags=["Catalog API"])
 
 
-def get_vendor(request: Request) -> CredentialVendor:
+async def get_vendor(request: Request) -> CredentialVendor:
     """Return the application's credential vendor."""
     vendor: CredentialVendor = request.app.state.credential_vendor
     return vendor
@@ -40,7 +40,6 @@ def load_credentials(
     ``planId`` is accepted: credentials cover the whole table location, so they serve
     every plan of the table.
     """
-    loaded = store.load_table((*namespace, table), "refs")
-    credentials = vendor.storage_credentials(loaded.metadata.location)
+    credentials = vendor.storage_credentials(store.table_location((*namespace, table)))
     answer = LoadCredentialsResponse.model_validate({"storage-credentials": credentials})
     return json_response(answer)

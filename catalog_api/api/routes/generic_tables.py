@@ -34,7 +34,7 @@ ADVERTISED_ENDPOINTS = (
 )
 
 
-def get_generic_tables(request: Request) -> GenericTableStore:
+async def get_generic_tables(request: Request) -> GenericTableStore:
     """Return the application's ``GenericTableStore``."""
     tables: GenericTableStore = request.app.state.generic_tables
     return tables

@@ -35,7 +35,7 @@ TABLE_PATH = "/namespaces/{namespace}/tables/{table}"
 PLAN_PATH = f"{TABLE_PATH}/plan/{{plan_id}}"  # advertised as {plan-id}
 
 
-def get_scan_plans(request: Request) -> ScanPlanRegistry:
+async def get_scan_plans(request: Request) -> ScanPlanRegistry:
     """Return the application's scan plan registry."""
     registry: ScanPlanRegistry = request.app.state.scan_plans
     return registry

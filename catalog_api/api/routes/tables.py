@@ -7,10 +7,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query, Response, status
 from pyiceberg.catalog.rest import ListTablesResponse, TableResponse
 from pyiceberg.table import CommitTableResponse
+from pyiceberg.typedef import Identifier
 
 from catalog_api.api.routes.credentials import VendorDep
 from catalog_api.api.routes.responses import json_response
-from catalog_api.credentials import ACCESS_DELEGATION_HEADER, wants_vended_credentials
+from catalog_api.api.routes.signing import SignerDep
+from catalog_api.credentials import ACCESS_DELEGATION_HEADER, CredentialVendor
 from catalog_api.deps import NamespaceDep, StoreDep
 from catalog_api.etags import ETAG_HEADER, matches_if_none_match, not_modified, table_etag
 from catalog_api.models import (
@@ -21,6 +23,7 @@ from catalog_api.models import (
     UpdateTableBody,
 )
 from catalog_api.paging import PageDep, paged_json
+from catalog_api.signing import RemoteSigner
 from catalog_api.store import TableChangeRequest
 
 router = APIRouter(prefix="/v1", tags=["Catalog API"])
@@ -28,6 +31,19 @@ router = APIRouter(prefix="/v1", tags=["Catalog API"])
 TABLE_PATH = "/namespaces/{namespace}/tables/{table}"
 NO_CONTENT = status.HTTP_204_NO_CONTENT
 DelegationHeader = Annotated[str | None, Header(alias=ACCESS_DELEGATION_HEADER)]
+
+
+def _delegated(
+    vendor: CredentialVendor,
+    signer: RemoteSigner,
+    response: TableResponse,
+    access_delegation: str | None,
+    identifier: Identifier,
+) -> TableResponse:
+    """The answer with vended credentials, or else remote-signing config, when asked for."""
+    if vendor.applies(access_delegation):
+        return vendor.decorate(response, access_delegation)
+    return signer.decorate(response, access_delegation, identifier)
 
 
 def _with_etag(
@@ -55,6 +71,7 @@ def list_tables(store: StoreDep, namespace: NamespaceDep, page: PageDep) -> Resp
 def create_table(
     store: StoreDep,
     vendor: VendorDep,
+    signer: SignerDep,
     namespace: NamespaceDep,
     body: CreateTableBody,
     access_delegation: DelegationHeader = None,
@@ -62,9 +79,12 @@ def create_table(
     """Create a table, or start a create transaction when ``stage-create`` is true.
 
     A created table's response carries an ``ETag``; a staged one has no metadata file yet,
-    hence no ETag. Vended credentials are added when the client asks for them.
+    hence no ETag. Vended credentials or remote-signing config are added when the client
+    asks for them.
     """
-    return _with_etag(vendor.decorate(store.create_table(namespace, body), access_delegation))
+    response = store.create_table(namespace, body)
+    identifier = (*namespace, body.name)
+    return _with_etag(_delegated(vendor, signer, response, access_delegation, identifier))
 
 
 @router.post(
@@ -75,19 +95,22 @@ def create_table(
 def register_table(
     store: StoreDep,
     vendor: VendorDep,
+    signer: SignerDep,
     namespace: NamespaceDep,
     body: RegisterTableBody,
     access_delegation: DelegationHeader = None,
 ) -> Response:
     """Register an existing metadata file under a table name."""
     response = store.register_table(namespace, body.name, body.metadata_location, body.overwrite)
-    return _with_etag(vendor.decorate(response, access_delegation))
+    identifier = (*namespace, body.name)
+    return _with_etag(_delegated(vendor, signer, response, access_delegation, identifier))
 
 
 @router.get(TABLE_PATH, response_model=TableResponse, summary="Load a table")
 def load_table(
     store: StoreDep,
     vendor: VendorDep,
+    signer: SignerDep,
     namespace: NamespaceDep,
     table: str,
     snapshots: Annotated[Literal["all", "refs"], Query()] = "all",
@@ -96,15 +119,24 @@ def load_table(
 ) -> Response:
     """Return the table's metadata location, metadata, client config (and credentials).
 
-    The answer carries an ``ETag``; it is 304 without a body when ``If-None-Match`` names the
-    current ETag, unless the client asks for vended credentials (those must be fresh).
+    The ETag comes from one primary-key lookup of the table's metadata location (and the
+    ``snapshots`` mode); a matching ``If-None-Match`` is answered 304 before the metadata file
+    is read. Otherwise the body comes from the server's LRU of serialized answers (keyed by
+    metadata location and mode: metadata files are immutable). A client asking for vended
+    credentials or remote signing gets neither a 304 nor a cached body: its answer is built
+    for it.
     """
-    response = store.load_table((*namespace, table), snapshots)
-    etag = table_etag(response.metadata_location or "", snapshots)
-    vending = vendor.enabled and wants_vended_credentials(access_delegation)
-    if matches_if_none_match(if_none_match, etag) and not vending:
+    identifier = (*namespace, table)
+    location = store.metadata_location(identifier)
+    etag = table_etag(location, snapshots)
+    if vendor.applies(access_delegation) or signer.applies(access_delegation):
+        response = store.table_response(location, snapshots)
+        decorated = _delegated(vendor, signer, response, access_delegation, identifier)
+        return _with_etag(decorated, snapshots)
+    if matches_if_none_match(if_none_match, etag):
         return not_modified(etag)
-    return _with_etag(vendor.decorate(response, access_delegation), snapshots)
+    body = store.table_response_body(location, snapshots)
+    return Response(body, media_type="application/json", headers={ETAG_HEADER: etag})
 
 
 @router.head(TABLE_PATH, status_code=NO_CONTENT, summary="Check if a table exists")

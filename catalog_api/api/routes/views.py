@@ -21,7 +21,7 @@ VIEW_PATH = f"{VIEWS_PATH}/{{view}}"
 NO_CONTENT = status.HTTP_204_NO_CONTENT
 
 
-def get_view_store(request: Request) -> ViewStore:
+async def get_view_store(request: Request) -> ViewStore:
     """Return the application's ``ViewStore``."""
     views: ViewStore = request.app.state.views
     return views

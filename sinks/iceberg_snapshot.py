@@ -1,0 +1,95 @@
+"""One Iceberg snapshot, committed by pyiceberg: remove data files, add data files, properties.
+
+The commit is one ``POST .../tables/{t}`` (REST spec, ``CommitTableRequest``) whose updates
+are ``add-snapshot``, ``set-snapshot-ref`` (main) and ``set-properties``, and whose
+requirements are ``assert-ref-snapshot-id`` (main is still the snapshot the table was
+loaded at) and ``assert-table-uuid``. pyiceberg builds the manifests, the manifest list and
+the snapshot summary (its ``_OverwriteFiles`` / ``_FastAppendFiles`` producers); the summary
+also carries the caller's properties.
+
+pyiceberg retries a commit that lost a race on the new head (``commit.retry.num-retries``,
+default 4). A refresh must not: its delta was computed from the old head. View tables
+therefore carry ``commit.retry.num-retries=0`` (:data:`NO_RETRIES`), and a lost race
+surfaces as :class:`pyiceberg.exceptions.CommitFailedException`.
+
+Data files are written by ``pyiceberg.io.pyarrow._dataframe_to_data_files``, the writer behind
+pyiceberg's own ``Transaction.append``/``overwrite`` (field ids, column metrics, target file
+size); those public methods cannot be used as they commit a snapshot each (delete, append).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Mapping
+
+import pyarrow as pa
+from pyiceberg.io.pyarrow import _dataframe_to_data_files
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table, TableProperties
+
+NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
+"""Table property: a commit that lost a race fails instead of being re-applied."""
+
+
+class DataFileWriter:
+    """Writes Arrow rows as data files of ``table`` (not yet part of any snapshot).
+
+    Args:
+        table: The table the files are for (its schema, spec, location, FileIO).
+    """
+
+    def __init__(self, table: Table):
+        self.table = table
+        self.write_uuid = uuid.uuid4()
+        self._counter = itertools.count(0)
+        self.written: list[DataFile] = []
+
+    def write(self, rows: pa.Table) -> list[DataFile]:
+        """Write ``rows`` (the table's Arrow schema) as new data files; none when empty."""
+        if rows.num_rows == 0:
+            return []
+        files = list(_dataframe_to_data_files(
+            table_metadata=self.table.metadata, df=rows, io=self.table.io,
+            write_uuid=self.write_uuid, counter=self._counter))
+        self.written += files
+        return files
+
+    def discard(self) -> None:
+        """Delete every file written (their commit failed: no snapshot refers to them)."""
+        for data_file in self.written:
+            self.table.io.delete(data_file.file_path)
+        self.written = []
+
+
+def commit_snapshot(table: Table, removed: list[DataFile], added: list[DataFile],
+                    properties: Mapping[str, str]) -> int:
+    """Commit one snapshot on ``main`` of ``table``, asserting main is still its head.
+
+    Args:
+        table: The table as loaded at the base snapshot; its metadata is updated in place
+            on success.
+        removed: Data files of the base snapshot to remove (copy-on-write rewrite).
+        added: Data files to add (written by :class:`DataFileWriter`).
+        properties: Added to the snapshot summary and set as table properties.
+
+    Returns:
+        The new snapshot's id.
+
+    Raises:
+        pyiceberg.exceptions.CommitFailedException: ``main`` moved since ``table`` was
+            loaded; nothing changed.
+    """
+    transaction = table.transaction()
+    transaction.set_properties(dict(properties))
+    update = transaction.update_snapshot(snapshot_properties=dict(properties))
+    producer = update.overwrite() if removed else update.fast_append()
+    with producer:
+        for data_file in removed:
+            producer.delete_data_file(data_file)
+        for data_file in added:
+            producer.append_data_file(data_file)
+    transaction.commit_transaction()
+    snapshot = table.current_snapshot()
+    assert snapshot is not None  # a snapshot was just committed
+    return snapshot.snapshot_id
