@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pyspark.sql import DataFrame
-from pyspark.sql.types import StructType
 
 from ivm import (
     WEIGHT,
@@ -220,13 +219,20 @@ def _inputs(
 
 
 def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) -> int:
-    """Commit a view delta to the group's sinks; returns its rows (+ and -)."""
+    """Commit a view delta to the group's sinks; returns its rows (+ and -).
+
+    The delta is collected to Arrow once, for both sinks; the Iceberg sink writes it with
+    pyiceberg (one commit), or with Spark when it is larger than the sink's Arrow limit.
+    """
     delta = delta.localCheckpoint(eager=True)
     changes = to_arrow(delta)
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
-        sinks.iceberg.ensure_table(_data_schema(delta))
-        sinks.iceberg.apply(delta, plan.key, group.new)
+        sinks.iceberg.ensure_table(changes.schema.remove(changes.schema.get_field_index(WEIGHT)))
+        if changes.num_rows <= sinks.iceberg.arrow_max_rows:
+            sinks.iceberg.apply_arrow(changes, plan.key, group.new)
+        else:
+            sinks.iceberg.apply(delta, plan.key, group.new)
     failpoint("between-sink-commits")
     if "delta" in group.kinds and sinks.delta is not None:
         sinks.delta.apply(changes, plan.key, group.new)
@@ -237,18 +243,16 @@ def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) ->
 def _replace(sinks: ViewSinks, group: _Group, rows: DataFrame) -> int:
     """Replace the group's sinks' content by ``rows``; returns the number of rows."""
     rows = rows.localCheckpoint(eager=True)
+    content = to_arrow(rows)
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
-        sinks.iceberg.ensure_table(rows.schema)
-        sinks.iceberg.replace(rows, group.new)
+        sinks.iceberg.ensure_table(content.schema)
+        if content.num_rows <= sinks.iceberg.arrow_max_rows:
+            sinks.iceberg.replace_arrow(content, group.new)
+        else:
+            sinks.iceberg.replace(rows, group.new)
     failpoint("between-sink-commits")
-    content = None
     if "delta" in group.kinds and sinks.delta is not None:
-        content = to_arrow(rows)
         sinks.delta.replace(content, group.new)
     failpoint("after-sink-commits")
-    return content.num_rows if content is not None else rows.count()
-
-
-def _data_schema(delta: DataFrame) -> StructType:
-    return delta.drop(WEIGHT).schema
+    return content.num_rows
