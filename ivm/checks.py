@@ -16,6 +16,7 @@ from ivm.shape import (
     partition_expressions,
     windows,
 )
+from ivm.unnest_not_in import is_not_in
 
 NON_DETERMINISTIC = frozenset(
     {"rand", "random", "randn", "uuid", "now", "current_timestamp", "current_date",
@@ -42,6 +43,8 @@ Check = tuple[Callable[[exp.Expr], bool], str]
 
 CHECKS: tuple[Check, ...] = (
     (_non_deterministic, "non-deterministic function: its value differs on every refresh"),
+    (is_not_in, "NOT IN (subquery): maintained only as a WHERE conjunct over inner joins, "
+                "uncorrelated, of one column"),
     (_subquery, "subquery: not maintained incrementally yet"),
     (lambda n: isinstance(n, exp.Lateral), "LATERAL VIEW: not maintained incrementally yet"),
 )

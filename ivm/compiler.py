@@ -20,26 +20,28 @@ from ivm.aggregate_form import invertible
 from ivm.checks import find_reason
 from ivm.errors import SqlParseError
 from ivm.isolate_outer_join import isolate_outer_joins
+from ivm.keys import SourceKeys, annotate, block_key, item_key, output_key
 from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
 from ivm.shape import (
     SET_OPERATIONS,
     block_items,
     block_tables,
-    group_expressions,
     is_union_all,
     key_expressions,
     outer_join,
     set_branches,
     windows,
 )
+from ivm.unnest_not_in import unnest_not_in
 
 Schemas = Mapping[str, Mapping[str, str]]
 """Source name -> column name -> Spark SQL type, e.g. ``{"flights": {"month": "int"}}``."""
 
 
 def compile_view(
-    view: str, sql: str, schemas: Schemas, key: Sequence[str] | None = None
+    view: str, sql: str, schemas: Schemas, key: Sequence[str] | None = None,
+    source_keys: SourceKeys | None = None,
 ) -> ViewPlan:
     """Compile ``sql`` into the plan that maintains view ``view``.
 
@@ -48,6 +50,8 @@ def compile_view(
         sql: One SELECT statement over the sources, in Spark SQL.
         schemas: The schema of every source the SQL may read.
         key: Output columns the user declares unique; overrides the inferred key.
+        source_keys: The primary key of each keyed source (Iceberg identifier fields or
+            the config's ``key``); carried through filters, projections and joins.
 
     Returns:
         The plan. A view that cannot be maintained incrementally gets a plan whose
@@ -63,18 +67,39 @@ def compile_view(
         raise SqlParseError("output column names must be unique", view=view, fragment=sql)
     found = find_reason(query)
     reason = found[0] if found else None
-    inferred = _inferred_key(query) if reason is None else None
+    source_keys = _source_keys(view, source_keys or {}, schemas)
+    annotate(query, schemas)  # column types: an equality carries a key only within one type
+    inferred = output_key(query, source_keys) if reason is None else None
     chosen = tuple(key) if key else inferred
     if chosen is not None and not set(chosen) <= set(columns):
         raise SqlParseError(
             f"key {list(chosen)} is not among the output columns {list(columns)}", view=view
         )
-    root = _full_node(query, found) if found else _tree(query, chosen)
+    root = _full_node(query, found) if found else _tree(query, chosen, source_keys)
     if root.operator == "aggregate" and invertible(query, schemas):
         root = replace(root, law=Law.INVERTIBLE_AGGREGATE,
                        state=("aggregate state of the affected groups (sums and counts)",))
+    original = sqlglot.parse_one(sql, dialect="spark")
+    assert isinstance(original, exp.Query)  # _qualified refused anything else
     return ViewPlan(view, query.sql("spark"), _sources(query), columns, chosen, root, reason,
-                    query)
+                    query, original)
+
+
+def _source_keys(view: str, source_keys: SourceKeys, schemas: Schemas) -> SourceKeys:
+    """The source keys, names normalised as the qualified query has them (Spark: lower case).
+
+    Raises:
+        SqlParseError: A key names a column its source does not have.
+    """
+    normal = {}
+    for source, key in source_keys.items():
+        columns = {c.lower() for c in schemas.get(source, {})}
+        missing = [c for c in key if c.lower() not in columns]
+        if missing:
+            raise SqlParseError(f"key {list(key)} of source {source!r} names columns it does "
+                                f"not have: {missing}", view=view)
+        normal[source.lower()] = tuple(c.lower() for c in key)
+    return normal
 
 
 def _sources(query: exp.Query) -> tuple[str, ...]:
@@ -104,8 +129,10 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Query:
         raise SqlParseError(str(error), view=view, fragment=sql) from error
     if not isinstance(qualified, exp.Query):
         raise SqlParseError("a view is a SELECT query", view=view, fragment=sql)
-    # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables.
-    return isolate_outer_joins(merge_subqueries(unnest_subqueries(_inline_ctes(qualified))))
+    # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables, and
+    # NOT IN an anti-join with a NULL guard.
+    unnested = unnest_subqueries(unnest_not_in(_inline_ctes(qualified)))
+    return isolate_outer_joins(merge_subqueries(unnested))
 
 
 def _inline_ctes(query: exp.Query) -> exp.Query:
@@ -134,32 +161,16 @@ def _is_cte(statement: exp.Expr, name: str) -> bool:
     return any(cte.alias == name for cte in statement.find_all(exp.CTE))
 
 
-def _inferred_key(query: exp.Query) -> tuple[str, ...] | None:
-    columns = tuple(p.alias_or_name for p in query.selects)
-    if isinstance(query, SET_OPERATIONS):
-        return None if is_union_all(query) or query.args.get("distinct") is False else columns
-    assert isinstance(query, exp.Select)
-    groups = group_expressions(query)
-    if groups is None:
-        return None
-    names: list[str] = []
-    for group in groups:
-        match = [p.alias_or_name for p in query.selects if p.unalias() == group]
-        if not match:
-            return None
-        names.append(match[0])
-    return tuple(names)
-
-
-def _scan_nodes(query: exp.Select) -> tuple[PlanNode, ...]:
+def _scan_nodes(query: exp.Select, source_keys: SourceKeys) -> tuple[PlanNode, ...]:
     """One node per FROM/JOIN item: a source's change feed, or a derived table's plan."""
     nodes = []
     for item in block_items(query):
+        key = item_key(item, source_keys)
         if isinstance(item, exp.Subquery):
-            nodes.append(PlanNode("derived table", item.alias_or_name, Law.LINEAR,
-                                  children=(_tree(item.this, None),)))
+            nodes.append(PlanNode("derived table", item.alias_or_name, Law.LINEAR, key=key,
+                                  children=(_tree(item.this, key, source_keys),)))
         else:
-            nodes.append(PlanNode("scan", item.sql("spark"), Law.CHANGE_FEED,
+            nodes.append(PlanNode("scan", item.sql("spark"), Law.CHANGE_FEED, key=key,
                                   state=(f"{item.name} change feed",)))
     return tuple(nodes)
 
@@ -170,13 +181,14 @@ def _full_node(query: exp.Query, found: tuple[str, str]) -> PlanNode:
     return PlanNode(
         "query", fragment, Law.FULL_RECOMPUTE, reason=reason,
         state=tuple(f"{name}@new" for name in _sources(query)),
-        children=tuple(node for b in branches for node in _scan_nodes(b)),
+        children=tuple(node for b in branches for node in _scan_nodes(b, {})),
     )
 
 
-def _tree(query: exp.Query, key: tuple[str, ...] | None) -> PlanNode:
+def _tree(query: exp.Query, key: tuple[str, ...] | None, source_keys: SourceKeys) -> PlanNode:
     if isinstance(query, SET_OPERATIONS):
-        children = (_tree(query.left, None), _tree(query.right, None))
+        children = tuple(_tree(q, output_key(q, source_keys), source_keys)
+                         for q in (query.left, query.right))
         operator = query.key.lower() + (" all" if query.args.get("distinct") is False else "")
         if is_union_all(query):
             return PlanNode("union all", "UNION ALL", Law.LINEAR, children=children)
@@ -184,29 +196,32 @@ def _tree(query: exp.Query, key: tuple[str, ...] | None) -> PlanNode:
         return PlanNode(operator, operator.upper(), Law.AFFECTED_KEY_RECOMPUTE, key=key,
                         state=state, children=children)
     assert isinstance(query, exp.Select)
-    node = _join_node(query)
+    node = _join_node(query, source_keys)
     where = query.args.get("where")
     if where is not None:
-        node = PlanNode("filter", where.this.sql("spark"), Law.LINEAR, children=(node,))
+        node = PlanNode("filter", where.this.sql("spark"), Law.LINEAR, children=(node,),
+                        key=block_key(query, source_keys, with_where=True))
     return _top_node(query, node, key)
 
 
-def _join_node(query: exp.Select) -> PlanNode:
+def _join_node(query: exp.Select, source_keys: SourceKeys) -> PlanNode:
     tables = block_tables(query)
-    scans = _scan_nodes(query)
+    scans = _scan_nodes(query, source_keys)
     if len(scans) == 1:
         return scans[0]
+    key = block_key(query, source_keys, with_where=False)
     conditions = " AND ".join(j.args["on"].sql("spark") for j in query.args.get("joins") or []
                               if j.args.get("on") is not None) or "cross join"
     outer = outer_join(query)
     if outer is not None:
-        keys = tuple(k.sql("spark") for k in outer.left_keys)
-        state = tuple(f"{t.name}@{v} for affected join keys" for t in tables
+        keys = ", ".join(k.sql("spark") for k in outer.left_keys)
+        state = tuple(f"{t.name}@{v} for affected join keys ({keys})" for t in tables
                       for v in ("old", "new"))
         return PlanNode(f"{outer.side.lower()} outer join", conditions,
-                        Law.AFFECTED_KEY_RECOMPUTE, key=keys, state=state, children=scans)
+                        Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state, children=scans)
     state = tuple(f"{t.name}@{v}" for t in tables for v in ("old", "new"))
-    return PlanNode("join", conditions, Law.BILINEAR_JOIN, state=state, children=scans)
+    return PlanNode("join", conditions, Law.BILINEAR_JOIN, key=key, state=state,
+                    children=scans)
 
 
 def _top_node(query: exp.Select, node: PlanNode, key: tuple[str, ...] | None) -> PlanNode:

@@ -144,7 +144,7 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
     with _scope(plan, inputs) as scope:
         state = _build(scope, form, "new") if form is not None else None
         if form is None or state is None:
-            return Maintained(scope.run(at_role(plan.query, "new", scope.relation)))
+            return Maintained(_as_written(scope, plan))
         return Maintained(_output(scope, plan, form, state.arg_types, state.rows), state)
 
 
@@ -155,7 +155,7 @@ def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
         The view's rows (its output columns, duplicates kept).
     """
     with _scope(plan, inputs) as scope:
-        return scope.run(at_role(plan.query, "new", scope.relation))
+        return _as_written(scope, plan)
 
 
 @dataclass
@@ -350,6 +350,11 @@ def _output(scope: _Scope, plan: ViewPlan, form: AggregateForm, arg_types: Seque
     """The view's rows of some groups, from their state rows, in the view's own types."""
     name = scope.register(state_rows, "state")
     rows = scope.run(state_output(form, arg_types, name))
-    schema = scope.run(at_role(plan.query, "new", scope.relation)).schema
+    schema = _as_written(scope, plan).schema
     return rows.toDF(*schema.names).select(
         *[F.col(f.name).cast(f.dataType) for f in schema.fields])
+
+
+def _as_written(scope: _Scope, plan: ViewPlan) -> DataFrame:
+    """The view's SQL as the user wrote it, over the new snapshots, named as the plan."""
+    return scope.run(at_role(plan.original, "new", scope.relation)).toDF(*plan.columns)

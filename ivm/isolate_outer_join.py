@@ -22,10 +22,12 @@ __all__ = ["isolate_outer_joins"]
 
 
 def isolate_outer_joins(query: exp.Query) -> exp.Query:
-    """Apply the rewrite to every SELECT block of ``query`` (in place), and return it."""
-    for select in list(query.find_all(exp.Select)):
-        while _isolate_one(select):
-            pass
+    """Apply the rewrite to every SELECT block of ``query`` (in place), and return it.
+
+    A rewrite copies the blocks it moves, so the blocks are looked up afresh after each.
+    """
+    while any(_isolate_one(select) for select in query.find_all(exp.Select)):
+        pass
     return query
 
 

@@ -87,10 +87,13 @@ class IcebergSource(_Strict):
     Attributes:
         iceberg: The table's identifier.
         ref: The branch or tag whose snapshots are followed.
+        key: The table's primary key (unique, never NULL); defaults to the table's
+            Iceberg identifier fields.
     """
 
     iceberg: str
     ref: str = "main"
+    key: list[str] | None = Field(default=None, min_length=1)
 
     @field_validator("iceberg")
     @classmethod
@@ -101,9 +104,15 @@ class IcebergSource(_Strict):
 
 
 class DeltaSource(_Strict):
-    """A Delta table, by path or URI (``file://``, ``s3://``)."""
+    """A Delta table, by path or URI (``file://``, ``s3://``).
+
+    Attributes:
+        delta: The table's path or URI.
+        key: The table's primary key (unique, never NULL), if it has one.
+    """
 
     delta: str
+    key: list[str] | None = Field(default=None, min_length=1)
 
 
 class ViewSource(_Strict):
@@ -278,7 +287,7 @@ def _resolved(config: Config, base_dir: Path) -> Config:
         return str((base_dir / Path(path).expanduser()).resolve())
 
     sources = {
-        name: DeltaSource(delta=local(s.delta)) if isinstance(s, DeltaSource) else s
+        name: s.model_copy(update={"delta": local(s.delta)}) if isinstance(s, DeltaSource) else s
         for name, s in config.sources.items()
     }
     return config.model_copy(update={"warehouse": local(config.warehouse), "sources": sources})

@@ -109,8 +109,23 @@ class Runtime(AbstractContextManager["Runtime"]):
                 reader = self.readers[name]
                 schema = reader.snapshot(reader.current_version()).schema
                 schemas[name] = {f.name: f.dataType.simpleString() for f in schema.fields}
-            self._plans[view.name] = compile_view(view.name, view.sql, schemas, view.key)
+            keys = {name: key for name in schemas if (key := self.source_key(name))}
+            self._plans[view.name] = compile_view(view.name, view.sql, schemas, view.key, keys)
         return self._plans[view.name]
+
+    def source_key(self, name: str) -> tuple[str, ...] | None:
+        """The primary key of source ``name``, or None.
+
+        The config's ``key``, else the table's Iceberg identifier fields, else (for a view
+        read as a source) that view's key.
+        """
+        source = self.config.sources[name]
+        if isinstance(source, ViewSource):
+            return self.plan(self.config.view(source.view)).key
+        if source.key is not None:
+            return tuple(source.key)
+        reader = self.readers[name]
+        return reader.identifier_fields() if isinstance(reader, IcebergSourceReader) else None
 
     def sinks(self, view: ViewConfig) -> ViewSinks:
         """The configured sinks of ``view``; their commits record its sources' refresh state."""

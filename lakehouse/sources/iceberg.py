@@ -65,6 +65,16 @@ class IcebergSourceReader:
         except NoSuchTableError:
             raise SourceError(f"no Iceberg table {self.identifier!r}", source=self.name) from None
 
+    def identifier_fields(self) -> tuple[str, ...] | None:
+        """The table's Iceberg identifier fields (its primary key), or None when it has none.
+
+        Raises:
+            SourceError: The table does not exist.
+        """
+        schema = self._table().schema()
+        names = [schema.find_column_name(i) for i in sorted(schema.identifier_field_ids)]
+        return tuple(n for n in names if n is not None) or None
+
     def current_version(self) -> int | None:
         """The snapshot id at the head of the reader's ref (None when the table has none).
 

@@ -65,6 +65,11 @@ CONSTRUCTS: tuple[tuple[str, str], ...] = (
                "(SELECT * FROM lineitem WHERE l_orderkey = o_orderkey AND l_quantity > 45)"),
     ("NOT EXISTS", "SELECT c_custkey FROM customer WHERE NOT EXISTS "
                    "(SELECT * FROM orders WHERE o_custkey = c_custkey)"),
+    ("NOT IN (subquery)", "SELECT ps_partkey, ps_suppkey FROM partsupp WHERE ps_suppkey NOT IN "
+                          "(SELECT s_suppkey FROM supplier WHERE s_comment LIKE '%Complaints%')"),
+    ("NOT IN (correlated subquery)",
+     "SELECT o_orderkey FROM orders WHERE o_custkey NOT IN "
+     "(SELECT c_custkey FROM customer WHERE c_nationkey = o_orderkey % 25)"),
     ("scalar subquery", "SELECT c_custkey FROM customer WHERE c_acctbal > "
                         "(SELECT AVG(c_acctbal) FROM customer)"),
     ("derived table (subquery in FROM)",

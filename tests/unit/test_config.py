@@ -53,3 +53,19 @@ def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     bad.write_text("views: [\n")
     with pytest.raises(ConfigError, match="YAML"):
         load_config(bad)
+
+
+def test_source_keys_survive_path_resolution(tmp_path: Path) -> None:
+    path = tmp_path / "lakehouse.yaml"
+    path.write_text("sources:\n  a: {delta: data/a, key: [carrier]}\n"
+                    "  f: {iceberg: raw.flights, key: [id, leg]}\n")
+    config = load_config(path)
+    assert config.sources["a"].key == ["carrier"]  # type: ignore[union-attr]
+    assert config.sources["a"].delta == str(tmp_path / "data" / "a")  # type: ignore[union-attr]
+    assert config.sources["f"].key == ["id", "leg"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("source", [{"delta": "d", "key": []}, {"view": "v.a", "key": ["k"]}])
+def test_a_source_key_is_a_non_empty_list_of_a_table_source(source: dict) -> None:
+    with pytest.raises(ConfigError, match="sources.f"):
+        parse_config({"sources": {"f": source}})

@@ -41,8 +41,13 @@ def test_projection_has_no_key_and_star_expands() -> None:
          "outer join"),
         ("SELECT f.carrier FROM flights f LEFT SEMI JOIN airlines a ON f.carrier = a.carrier",
          "SEMI join"),
-        ("SELECT carrier FROM flights WHERE carrier NOT IN (SELECT carrier FROM airlines)",
-         "subquery"),
+        ("SELECT f.carrier FROM flights f WHERE f.carrier NOT IN "
+         "(SELECT a.carrier FROM airlines a WHERE a.name = f.origin)", "NOT IN"),
+        ("SELECT carrier FROM flights WHERE carrier NOT IN (SELECT carrier FROM airlines) "
+         "OR month = 1", "NOT IN"),
+        ("SELECT carrier NOT IN (SELECT carrier FROM airlines) AS x FROM flights", "NOT IN"),
+        ("SELECT f.carrier FROM flights f LEFT JOIN airlines a ON f.carrier = a.carrier "
+         "WHERE f.origin NOT IN (SELECT name FROM airlines)", "NOT IN"),
         ("SELECT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights "
          "GROUP BY month, dep_delay", "window function over GROUP BY"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3", "ORDER"),
