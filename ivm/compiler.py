@@ -7,6 +7,7 @@ schemas, so every column is resolved to its source and ``*`` is expanded.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import sqlglot
 from sqlglot import exp
@@ -15,6 +16,7 @@ from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 
+from ivm.aggregate_form import invertible
 from ivm.checks import find_reason
 from ivm.errors import SqlParseError
 from ivm.isolate_outer_join import isolate_outer_joins
@@ -74,8 +76,13 @@ def compile_view(
             f"key {list(chosen)} is not among the output columns {list(columns)}", view=view
         )
     root = _full_node(query, found) if found else _tree(query, chosen, source_keys)
+    if root.operator == "aggregate" and invertible(query, schemas):
+        root = replace(root, law=Law.INVERTIBLE_AGGREGATE,
+                       state=("aggregate state of the affected groups (sums and counts)",))
+    original = sqlglot.parse_one(sql, dialect="spark")
+    assert isinstance(original, exp.Query)  # _qualified refused anything else
     return ViewPlan(view, query.sql("spark"), _sources(query), columns, chosen, root, reason,
-                    query)
+                    query, original)
 
 
 def _source_keys(view: str, source_keys: SourceKeys, schemas: Schemas) -> SourceKeys:

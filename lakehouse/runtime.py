@@ -27,6 +27,7 @@ from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.spark.arrow import to_arrow
 from lakehouse.spark.session import build_spark_session
+from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
 from sinks.iceberg import IcebergSink
 from sinks.refresh_state import RefreshStates, SourceTable
@@ -84,6 +85,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self._refresh_states: dict[str, RefreshStates] = {}
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
+        self.states = ViewStates()
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
@@ -180,7 +182,8 @@ class Runtime(AbstractContextManager["Runtime"]):
     def _refresh_one(self, view: ViewConfig) -> RefreshResult:
         started_s = time.time()
         try:
-            result = refresh_view(view, self.plan(view), self.readers, self.sinks(view))
+            result = refresh_view(view, self.plan(view), self.readers, self.sinks(view),
+                                  self.states)
         except Exception:
             self.metrics.record_failure(view.name)
             raise
