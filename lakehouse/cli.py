@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from rich.traceback import Traceback
 
 from lakehouse.config import Config, load_config
@@ -110,7 +111,7 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
     from lakehouse.status import view_status
 
     settings = _load(config)
-    table = Table("view", "frontier", "last refresh", "lag", "rows", "behind")
+    table = Table("view", "frontier", "last refresh", "lag", "rows", "behind", "state")
     with open_catalog(settings) as catalog:
         for view in settings.views:
             state = view_status(settings, catalog, view)
@@ -121,7 +122,9 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
             lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
             table.add_row(state.view, str(state.frontier or "-"), refreshed, lag,
                           str(state.rows if state.rows is not None else "-"),
-                          ", ".join(state.behind) or "-")
+                          ", ".join(state.behind) or "-",
+                          Text(f"stopped: {state.stopped}", style="red") if state.stopped
+                          else "ok")
     console.print(table)
 
 

@@ -15,12 +15,13 @@ from pyspark.sql import SparkSession
 
 from catalog_api import CatalogSettings
 from catalog_api.server import RunningServer, serve_in_thread
-from ivm import SourceInput, ViewPlan, compile_view, recompute, referenced_sources
+from ivm import SourceInput, ViewPlan, compile_view, recompute
 from lakehouse.catalog_client import catalog_answers, register_delta_copy
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
+from lakehouse.schema_guard import SchemaGuard
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader
 from lakehouse.sources.delta import DeltaSourceReader
@@ -72,6 +73,7 @@ class Runtime(AbstractContextManager["Runtime"]):
             name: self._reader(name, source) for name, source in config.sources.items()
         }
         self._plans: dict[str, ViewPlan] = {}
+        self.schemas = SchemaGuard(config, self.catalog)
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
 
@@ -86,17 +88,18 @@ class Runtime(AbstractContextManager["Runtime"]):
                                    name, identifier, ref=ref, bridge=self.bridge)
 
     def plan(self, view: ViewConfig) -> ViewPlan:
-        """The compiled plan of ``view`` (compiled once, against the sources' schemas).
+        """The compiled plan of ``view``, compiled once.
+
+        It is compiled against the sources' schemas at the view's frontier (read from
+        metadata), so ``*`` keeps meaning the columns the sinks were built with.
 
         Raises:
             ivm.SqlParseError: The view's SQL does not resolve against its sources.
+            lakehouse.errors.SourceError: A source's table cannot be read.
         """
         if view.name not in self._plans:
-            schemas = {}
-            for name in referenced_sources(view.sql) & set(self.readers):
-                reader = self.readers[name]
-                schema = reader.snapshot(reader.current_version()).schema
-                schemas[name] = {f.name: f.dataType.simpleString() for f in schema.fields}
+            frontier = next((f for f in self.sinks(view).frontiers().values() if f), None)
+            schemas = self.schemas.compile_schemas(view, frontier)
             self._plans[view.name] = compile_view(view.name, view.sql, schemas, view.key)
         return self._plans[view.name]
 
@@ -146,7 +149,9 @@ class Runtime(AbstractContextManager["Runtime"]):
     def _refresh_one(self, view: ViewConfig) -> RefreshResult:
         started_s = time.time()
         try:
-            result = refresh_view(view, self.plan(view), self.readers, self.sinks(view))
+            sinks = self.sinks(view)
+            self.schemas.check(view, sinks.frontiers().values())  # SchemaChangedError: stop
+            result = refresh_view(view, self.plan(view), self.readers, sinks)
         except Exception:
             self.metrics.record_failure(view.name)
             raise
