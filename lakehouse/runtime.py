@@ -15,13 +15,13 @@ from pyspark.sql import SparkSession
 
 from catalog_api import CatalogSettings
 from catalog_api.server import RunningServer, serve_in_thread
-from ivm import SourceInput, ViewPlan, compile_view, recompute
+from ivm import SourceInput, ViewPlan, recompute
 from lakehouse.catalog_client import catalog_answers, register_delta_copy
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
-from lakehouse.schema_guard import SchemaGuard
+from lakehouse.schema_guard import SchemaGuard, built_columns
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader
 from lakehouse.sources.delta import DeltaSourceReader
@@ -90,17 +90,19 @@ class Runtime(AbstractContextManager["Runtime"]):
     def plan(self, view: ViewConfig) -> ViewPlan:
         """The compiled plan of ``view``, compiled once.
 
-        It is compiled against the sources' schemas at the view's frontier (read from
-        metadata), so ``*`` keeps meaning the columns the sinks were built with.
+        It is compiled from metadata, against the sources' schemas at the view's frontier,
+        and ``*`` keeps meaning the columns the sinks were built with
+        (:meth:`lakehouse.schema_guard.SchemaGuard.compile`).
 
         Raises:
             ivm.SqlParseError: The view's SQL does not resolve against its sources.
             lakehouse.errors.SourceError: A source's table cannot be read.
+            lakehouse.errors.RefreshError: The SQL yields columns the sinks lack.
         """
         if view.name not in self._plans:
-            frontier = next((f for f in self.sinks(view).frontiers().values() if f), None)
-            schemas = self.schemas.compile_schemas(view, frontier)
-            self._plans[view.name] = compile_view(view.name, view.sql, schemas, view.key)
+            sinks = self.sinks(view)
+            frontier = next((f for f in sinks.frontiers().values() if f), None)
+            self._plans[view.name] = self.schemas.compile(view, frontier, built_columns(sinks))
         return self._plans[view.name]
 
     def sinks(self, view: ViewConfig) -> ViewSinks:
@@ -150,7 +152,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         started_s = time.time()
         try:
             sinks = self.sinks(view)
-            self.schemas.check(view, sinks.frontiers().values())  # SchemaChangedError: stop
+            self.schemas.check(view, sinks)  # SchemaChangedError: the view stops
             result = refresh_view(view, self.plan(view), self.readers, sinks)
         except Exception:
             self.metrics.record_failure(view.name)

@@ -14,20 +14,21 @@ Only table metadata is read (pyiceberg, delta-rs): no Spark job, no data file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
-from ivm import SqlParseError, compile_view, referenced_sources
+from ivm import SqlParseError, ViewPlan, compile_view, referenced_sources
 from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
-from lakehouse.errors import SchemaChangedError, SourceError
+from lakehouse.errors import LakehouseError, RefreshError, SchemaChangedError, SourceError
+from lakehouse.refresh import ViewSinks
 from lakehouse.sources.schema import SourceSchema, delta_schema, iceberg_schema
 
 Change = Literal["dropped", "renamed", "retyped", "replaced"]
@@ -97,8 +98,9 @@ def column_changes(
         if moved is not None and moved.name != name:
             change: Change
             change, detail = "renamed", f"renamed to {moved.name!r}"
-        elif new is None:
-            change, detail = "dropped", "dropped"
+        elif new is None:  # without field ids a rename looks like a drop
+            change, detail = "dropped", "dropped" if old.field_id is not None else (
+                "dropped or renamed (no column ids to tell which: Delta without column mapping)")
         elif None not in (old.field_id, new.field_id) and new.field_id != old.field_id:
             change, detail = "replaced", "dropped and added again (its old values are gone)"
         elif new.type != old.type:
@@ -151,7 +153,7 @@ class SchemaGuard:
     def compile_schemas(
         self, view: ViewConfig, frontier: Mapping[str, int] | None
     ) -> dict[str, dict[str, str]]:
-        """The Spark schemas to compile ``view`` against: its sources at ``frontier``.
+        """The Spark schemas of ``view``'s sources at ``frontier``.
 
         A source the frontier does not cover (or whose version is gone) is taken at its
         current schema, as is every source before the first refresh.
@@ -172,40 +174,96 @@ class SchemaGuard:
             schemas[name] = schema.spark_types()
         return schemas
 
-    def changes(
-        self, view: ViewConfig, frontiers: Iterable[Mapping[str, int] | None]
-    ) -> list[SchemaChange]:
-        """Changes to the columns ``view`` reads, since each of its sinks' ``frontiers``."""
+    def compile(self, view: ViewConfig, frontier: Mapping[str, int] | None,
+                built: Sequence[str] | None) -> ViewPlan:
+        """Compile ``view`` against its sources at ``frontier``, as its sinks were built.
+
+        ``*`` is expanded once, when a view is built: columns a source added later are
+        left out of the expansion, so the view keeps the columns its sinks have.
+
+        Args:
+            view: The view.
+            frontier: Source versions the view reflects (None before the first refresh).
+            built: The columns of the view's sink tables, or None before they exist.
+
+        Raises:
+            ivm.SqlParseError: The SQL does not resolve against the sources.
+            RefreshError: The SQL names columns the sinks were not built with (the view's
+                SQL was changed): the view must be rebuilt.
+            SourceError: A source's table cannot be read.
+        """
+        schemas = self.compile_schemas(view, frontier)
+        plan = compile_view(view.name, view.sql, schemas, view.key)
+        extra = set(plan.columns) - set(built or plan.columns)
+        if not extra:
+            return plan
+        pinned = {name: {c: t for c, t in columns.items() if c not in extra}
+                  for name, columns in schemas.items()}
+        try:
+            return compile_view(view.name, view.sql, pinned, view.key)
+        except SqlParseError:
+            raise RefreshError(
+                f"its SQL yields columns {sorted(extra)} that its sink tables (columns "
+                f"{list(built or [])}) lack: was the SQL changed? Rebuild the view (drop its "
+                "tables)", view=view.name) from None
+
+    def changes(self, view: ViewConfig, frontiers: Iterable[Mapping[str, int] | None],
+                built: Sequence[str] | None = None) -> list[SchemaChange]:
+        """Changes to the columns ``view`` reads, since each of its sinks' ``frontiers``.
+
+        Args:
+            view: The view.
+            frontiers: The frontier of each of the view's sinks (None: never refreshed).
+            built: The columns of the view's sink tables, when they exist.
+        """
         found: list[SchemaChange] = []
         for frontier in {_key(f): f for f in frontiers if f}.values():
-            used = self._used(view, frontier)
-            for name, columns in used.items():
+            for name, columns in self._used(view, frontier, built).items():
                 before, after = self.schema(name, frontier.get(name)), self.schema(name, None)
                 if name in frontier and before is not None and after is not None:
                     found += [c for c in column_changes(name, frontier[name], before, after,
                                                         columns) if c not in found]
         return found
 
-    def check(self, view: ViewConfig, frontiers: Iterable[Mapping[str, int] | None]) -> None:
-        """Raise if a column ``view`` reads changed since its sinks' ``frontiers``.
+    def check(self, view: ViewConfig, sinks: ViewSinks) -> None:
+        """Raise if a column ``view`` reads changed since its ``sinks``' frontiers.
 
         Raises:
             SchemaChangedError: Names the view and each source, column and change.
         """
-        changes = self.changes(view, frontiers)
+        changes = self.changes(view, sinks.frontiers().values(), built_columns(sinks))
         if changes:
             first = changes[0]
             raise SchemaChangedError(
                 "; ".join(c.describe() for c in changes), view=view.name, source=first.source,
                 column=first.column, change=first.change)
 
-    def _used(self, view: ViewConfig, frontier: Mapping[str, int]) -> dict[str, set[str]]:
+    def _used(self, view: ViewConfig, frontier: Mapping[str, int],
+              built: Sequence[str] | None) -> dict[str, set[str]]:
         """The columns ``view`` reads, resolved against its sources at ``frontier``."""
         try:
-            plan = compile_view(view.name, view.sql, self.compile_schemas(view, frontier))
-        except (SqlParseError, SourceError):  # the refresh reports these itself
+            plan = self.compile(view, frontier, built)
+        except (LakehouseError, SqlParseError):  # the refresh reports these itself
             return {}
         return used_columns(plan.query, plan.sources)
+
+
+def built_columns(sinks: ViewSinks) -> list[str] | None:
+    """The columns of a view's sink tables (Iceberg first), or None before they exist."""
+    if sinks.iceberg is not None:
+        try:
+            return [f.name for f in sinks.iceberg.catalog.load_table(
+                sinks.iceberg.identifier).schema().fields]
+        except NoSuchTableError:
+            pass
+    if sinks.delta is not None:
+        try:
+            return [f.name for f in DeltaTable(sinks.delta.uri,
+                                               storage_options=sinks.delta.storage_options)
+                    .schema().fields]
+        except TableNotFoundError:
+            pass
+    return None
 
 
 def _key(frontier: Mapping[str, int]) -> tuple[tuple[str, int], ...]:

@@ -66,8 +66,11 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     versions = {name: source_version(config, catalog, name) for name in names}
     current = {name: v for name, v in versions.items() if v is not None}
     summary: dict[str, str] = {}
+    built: list[str] | None = None
     try:
-        snapshot = catalog.load_table(view.name).current_snapshot()
+        table = catalog.load_table(view.name)
+        built = [f.name for f in table.schema().fields]
+        snapshot = table.current_snapshot()
         if snapshot is not None and snapshot.summary is not None:
             summary = {**snapshot.summary.additional_properties}
     except NoSuchTableError:
@@ -79,6 +82,6 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     if behind:
         lag_s = time.time() - refreshed_at / 1000 if refreshed_at else None
     rows = int(summary["total-records"]) if "total-records" in summary else None
-    changes = SchemaGuard(config, catalog).changes(view, [frontier])
+    changes = SchemaGuard(config, catalog).changes(view, [frontier], built)
     stopped = "; ".join(c.describe() for c in changes) or None
     return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s, stopped)

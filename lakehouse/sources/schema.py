@@ -99,14 +99,24 @@ def _from_iceberg(schema: Schema) -> SourceSchema:
 
 def _spark_type(arrow_type: pa.DataType) -> str:
     """Spark's name for an Arrow type (timestamps without zone are ``timestamp_ntz``)."""
-    if pa.types.is_string_view(arrow_type) or pa.types.is_large_string(arrow_type):
-        arrow_type = pa.string()
-    elif pa.types.is_binary_view(arrow_type) or pa.types.is_large_binary(arrow_type):
-        arrow_type = pa.binary()
-    try:
-        return from_arrow_type(arrow_type, prefer_timestamp_ntz=True).simpleString()
-    except TypeError:  # e.g. view types nested in a struct: the column still resolves by name
-        return str(arrow_type)
+    return str(from_arrow_type(_plain(arrow_type), prefer_timestamp_ntz=True).simpleString())
+
+
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
+    """The type with large and view variants (which Spark does not map) made plain."""
+    if pa.types.is_large_string(arrow_type) or pa.types.is_string_view(arrow_type):
+        return pa.string()
+    if pa.types.is_large_binary(arrow_type) or pa.types.is_binary_view(arrow_type):
+        return pa.binary()
+    if pa.types.is_map(arrow_type):
+        return pa.map_(_plain(arrow_type.key_type), _plain(arrow_type.item_type))
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or (
+            pa.types.is_list_view(arrow_type) or pa.types.is_large_list_view(arrow_type)):
+        return pa.list_(_plain(arrow_type.value_type))
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([arrow_type.field(i).with_type(_plain(arrow_type.field(i).type))
+                          for i in range(arrow_type.num_fields)])
+    return arrow_type
 
 
 def _delta_type(field: Field) -> str:
