@@ -106,12 +106,13 @@ def tick(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
 
 @app.command()
 def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
-    """Show each view's frontier, last refresh, lag and rows."""
+    """Show each view's frontier, last refresh, lag, rows, and why a stopped view stopped."""
     from lakehouse.catalog_client import open_catalog
     from lakehouse.status import view_status
 
     settings = _load(config)
     table = Table("view", "frontier", "last refresh", "lag", "rows", "behind", "state")
+    stopped: list[Text] = []
     with open_catalog(settings) as catalog:
         for view in settings.views:
             state = view_status(settings, catalog, view)
@@ -123,9 +124,12 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
             table.add_row(state.view, str(state.frontier or "-"), refreshed, lag,
                           str(state.rows if state.rows is not None else "-"),
                           ", ".join(state.behind) or "-",
-                          Text(f"stopped: {state.stopped}", style="red") if state.stopped
-                          else "ok")
+                          Text("stopped", style="red") if state.stopped else "ok")
+            if state.stopped:
+                stopped.append(Text(f"{state.view} stopped: {state.stopped}", style="red"))
     console.print(table)
+    for line in stopped:  # the reasons in full, below the table
+        console.print(line)
 
 
 @app.command()

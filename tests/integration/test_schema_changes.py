@@ -75,8 +75,8 @@ def _assert_equals_recompute(runtime: Runtime, catalog: RestCatalog, view: ViewC
 
 def _sink_versions(runtime: Runtime, catalog: RestCatalog, view: ViewConfig) -> tuple[object, ...]:
     snapshot = catalog.load_table(view.name).current_snapshot()
-    return (snapshot.snapshot_id if snapshot else None,
-            DeltaTable(runtime.delta_uri(view)).version())
+    delta = DeltaTable(runtime.delta_uri(view)).version() if "delta" in view.sinks else None
+    return snapshot.snapshot_id if snapshot else None, delta
 
 
 def test_spark_types_from_metadata_match_what_spark_reads(
@@ -247,8 +247,10 @@ def test_the_scheduler_runs_the_other_views_and_status_names_the_stop(
     path.write_text(config.model_dump_json())  # JSON is YAML
     result = CliRunner().invoke(app, ["status", "--config", str(path)])
     assert result.exit_code == 0, result.output
-    assert "stopped: source 'flights': column 'tail' renamed to 'tail_number'" in " ".join(
-        result.output.split())
+    assert (f"{namespace}.tails stopped: source 'flights': column 'tail' renamed to "
+            "'tail_number'") in " ".join(result.output.split())
+    rows = {line.split()[1]: line for line in result.output.splitlines() if namespace in line}
+    assert "stopped" in rows[f"{namespace}.tails"] and "ok" in rows[f"{namespace}.counts"]
 
 
 def test_delta_drop_and_rename_by_overwrite_stop_only_the_views_reading_the_column(
