@@ -20,6 +20,7 @@ from ivm import WEIGHT, NotIncrementalError, SourceInput, ViewPlan, recompute, v
 from lakehouse.config import ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
+from lakehouse.progress import counted, phase
 from lakehouse.sources.base import SourceReader
 from lakehouse.spark.arrow import to_arrow
 from sinks.delta import DeltaSink
@@ -105,6 +106,7 @@ def _refresh_group(
     old: dict[str, int] | None, new: dict[str, int], kinds: list[str], result: RefreshResult,
 ) -> None:
     expired: str | None = None
+    phase("read sources", view=view.name)
     try:
         inputs = _inputs(readers, plan, old or {}, new)
     except SnapshotExpiredError as error:  # the change is gone: recompute from the new snapshot
@@ -116,15 +118,17 @@ def _refresh_group(
             changed_rows = sum(i.delta.count() for i in inputs.values() if i.delta is not None)
             full_reason = _large_change_reason(view, inputs, changed_rows)
         if full_reason is None:
+            phase("compute view delta")
             delta = view_delta(plan, inputs).persist()
             result.rows_in += changed_rows
-            result.rows_out += delta.count()
+            result.rows_out += counted(delta.count())
             _apply(sinks, kinds, delta, plan, new)
             delta.unpersist()
             result.mode = "incremental"
         else:
+            phase("compute view", detail=full_reason)
             rows = recompute(plan, inputs).persist()
-            result.rows_out += rows.count()
+            result.rows_out += counted(rows.count())
             _replace(sinks, kinds, rows, new)
             rows.unpersist()
             result.mode, result.reason = "full", full_reason
@@ -182,10 +186,12 @@ def _apply(sinks: ViewSinks, kinds: list[str], delta: DataFrame, plan: ViewPlan,
            frontier: dict[str, int]) -> None:
     failpoint("before-iceberg-commit")
     if "iceberg" in kinds and sinks.iceberg is not None:
+        phase("Iceberg commit")
         sinks.iceberg.ensure_table(_data_schema(delta))
         sinks.iceberg.apply(delta, plan.key, frontier)
     failpoint("between-sink-commits")
     if "delta" in kinds and sinks.delta is not None:
+        phase("Delta commit")
         sinks.delta.apply(to_arrow(delta), plan.key, frontier)
     failpoint("after-sink-commits")
 
@@ -193,10 +199,12 @@ def _apply(sinks: ViewSinks, kinds: list[str], delta: DataFrame, plan: ViewPlan,
 def _replace(sinks: ViewSinks, kinds: list[str], rows: DataFrame, frontier: dict[str, int]) -> None:
     failpoint("before-iceberg-commit")
     if "iceberg" in kinds and sinks.iceberg is not None:
+        phase("Iceberg commit")
         sinks.iceberg.ensure_table(rows.schema)
         sinks.iceberg.replace(rows, frontier)
     failpoint("between-sink-commits")
     if "delta" in kinds and sinks.delta is not None:
+        phase("Delta commit")
         sinks.delta.replace(to_arrow(rows), frontier)
     failpoint("after-sink-commits")
 
