@@ -8,9 +8,9 @@ runs rounds until it is killed with SIGKILL, at one of two kinds of random point
   after both), at its N-th hit with N random up to :data:`KILL_WITHIN_ROUNDS`, so that it
   dies in its first or a later refresh (``LAKEHOUSE_FAILPOINTS=NAME@N``); the failpoints
   are dealt in shuffled rounds of three, so every one of them kills some child;
-- for one child in four, a random time into a refresh (anywhere: inside a Spark job,
-  inside a commit), measured from the refresh's start so that no kill is wasted on the
-  JVM starting up.
+- for one child in four, a random time into one of its first :data:`KILL_WITHIN_ROUNDS`
+  refreshes (anywhere: inside a Spark job, inside a commit), measured from the refresh's
+  start so that no kill is wasted on the JVM starting up.
 
 The next seed starts a new child, whose first refresh must repair the crash: after every
 such recovery, and at the end, both sinks must equal a full recompute and carry the
@@ -53,7 +53,7 @@ from tests.conftest_catalog import CatalogServerHandle
 pytestmark = pytest.mark.spark
 
 SEEDS = range(20)
-KILL_WITHIN_ROUNDS = 2
+KILL_WITHIN_ROUNDS = 3
 TIMER_SHARE = 0.25
 CHILD_TIMEOUT_S = 600
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,6 +109,8 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     failpoint: str | None  # ``NAME@N``; None: killed by a timer instead
+    timer_round: int = 0  # which of its rounds the timer kills it in
+    rounds: int = 0  # rounds it completed
 
 
 class Crashes:
@@ -133,7 +135,7 @@ class Crashes:
              self.view, str(self.folder), name, str(seed)], cwd=ROOT, env=env,
             stdout=subprocess.DEVNULL, stderr=(self.folder / f"{name}.stderr").open("wb"))
         self.starts += 1
-        child = Child(name, process, failpoint)
+        child = Child(name, process, failpoint, rng.randrange(KILL_WITHIN_ROUNDS))
         self._until(child, self.folder / f"{name}.ready", "start")
         return child
 
@@ -141,7 +143,7 @@ class Crashes:
         """Release ``child`` for round ``seed``; True when it was killed in it."""
         (self.folder / f"go-{seed}").touch()
         done = self.folder / f"{child.name}.done-{seed}"
-        if child.failpoint is None:
+        if child.failpoint is None and child.rounds == child.timer_round:
             if not self._until(child, self.folder / f"{child.name}.started-{seed}", "round"):
                 return True
             delay_s = rng.uniform(0.0, self.refresh_estimate_s())
@@ -151,8 +153,11 @@ class Crashes:
                     child.process.wait()
                     self.kills.append(f"timer {delay_s:.1f} s into round {seed}")
                 return True
-            return False
-        return not self._until(child, done, "round")
+            child.timer_round += 1  # the refresh beat the timer: it tries again next round
+        elif not self._until(child, done, "round"):
+            return True
+        child.rounds += 1
+        return False
 
     def _until(self, child: Child, path: Path, what: str,
                timeout_s: float = CHILD_TIMEOUT_S) -> bool:
