@@ -231,7 +231,10 @@ class SchemaGuard:
         Raises:
             SchemaChangedError: Names the view and each source, column and change.
         """
-        changes = self.changes(view, sinks.frontiers().values(), built_columns(sinks))
+        frontiers = [f for f in sinks.frontiers().values() if f]
+        if not frontiers:  # nothing built yet: the initial load follows the current schemas
+            return
+        changes = self.changes(view, frontiers, built_columns(sinks))
         if changes:
             first = changes[0]
             raise SchemaChangedError(
