@@ -109,7 +109,8 @@ def test_two_processes_refreshing_one_view_apply_each_change_once(
     config_file.write_text(yaml.safe_dump({
         "warehouse": str(catalog_server.warehouse),
         "catalog": {"embedded": False, "uri": catalog_server.uri},
-        "spark": {"conf": {"spark.driver.memory": "768m"}},
+        "spark": {"conf": {"spark.driver.memory": "768m",  # short-lived JVMs: C1 JIT only
+                           "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}},
         "sources": {"flights": {"iceberg": f"{catalog_namespace}.flights"},
                     "airlines": {"delta": str(airlines)}},
         "views": [{"name": f"{catalog_namespace}.shared", "sql": SQL, "refresh": "incremental"}],
