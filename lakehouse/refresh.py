@@ -28,6 +28,7 @@ from ivm import (
 from lakehouse.config import ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
+from lakehouse.progress import counted, phase
 from lakehouse.sources.base import SourceReader
 from lakehouse.spark.arrow import to_arrow
 from lakehouse.view_state import ViewStates
@@ -134,6 +135,7 @@ def _refresh_group(
     group: _Group, result: RefreshResult, states: ViewStates,
 ) -> None:
     expired: str | None = None
+    phase("read sources", view=view.name)
     try:
         inputs = _inputs(readers, plan, group.old or {}, group.new)
     except SnapshotExpiredError as error:  # the change is gone: recompute from the new snapshot
@@ -145,13 +147,15 @@ def _refresh_group(
             full_reason = _large_change_reason(view, inputs, changed_rows)
             result.rows_in += changed_rows or 0
         if full_reason is None:
+            phase("compute view delta")
             maintained = maintain(plan, inputs, states.get(view.name, group.old))
-            result.rows_out += _apply(sinks, group, maintained.rows, plan)
+            result.rows_out += counted(_apply(sinks, group, maintained.rows, plan))
             result.mode = "incremental"
         else:
+            phase("compute view", detail=full_reason)
             maintained = (_recompute(plan, inputs) if view.refresh == "full"
                           else reload(plan, inputs))
-            result.rows_out += _replace(sinks, group, maintained.rows)
+            result.rows_out += counted(_replace(sinks, group, maintained.rows))
             result.mode, result.reason = "full", full_reason
         states.put(view.name, group.new, maintained.state)
     except RefreshError:
@@ -228,6 +232,7 @@ def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) ->
     changes = to_arrow(delta)
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
+        phase("Iceberg commit")
         sinks.iceberg.ensure_table(changes.schema.remove(changes.schema.get_field_index(WEIGHT)))
         if changes.num_rows <= sinks.iceberg.arrow_max_rows:
             sinks.iceberg.apply_arrow(changes, plan.key, group.new)
@@ -235,6 +240,7 @@ def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) ->
             sinks.iceberg.apply(delta, plan.key, group.new)
     failpoint("between-sink-commits")
     if "delta" in group.kinds and sinks.delta is not None:
+        phase("Delta commit")
         sinks.delta.apply(changes, plan.key, group.new)
     failpoint("after-sink-commits")
     return changes.num_rows
@@ -246,6 +252,7 @@ def _replace(sinks: ViewSinks, group: _Group, rows: DataFrame) -> int:
     content = to_arrow(rows)
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
+        phase("Iceberg commit")
         sinks.iceberg.ensure_table(content.schema)
         if content.num_rows <= sinks.iceberg.arrow_max_rows:
             sinks.iceberg.replace_arrow(content, group.new)
@@ -253,6 +260,7 @@ def _replace(sinks: ViewSinks, group: _Group, rows: DataFrame) -> int:
             sinks.iceberg.replace(rows, group.new)
     failpoint("between-sink-commits")
     if "delta" in group.kinds and sinks.delta is not None:
+        phase("Delta commit")
         sinks.delta.replace(content, group.new)
     failpoint("after-sink-commits")
     return content.num_rows
