@@ -46,8 +46,9 @@ class ViewPlan:
         root: The plan tree.
         reason: Why the view is not incremental, or None when it is.
         query: The qualified sqlglot expression (for the evaluator).
-        original: The SQL as written, parsed: what a full recompute runs, so that a
-            rewrite rule's mistake cannot hide in the oracle.
+        original: The SQL as written, only qualified (columns resolved, ``*`` expanded):
+            what a full recompute runs, so that a rewrite rule's mistake cannot hide in
+            the oracle.
     """
 
     view: str

@@ -149,13 +149,13 @@ def _refresh_group(
         if full_reason is None:
             phase("compute view delta")
             maintained = maintain(plan, inputs, states.get(view.name, group.old))
-            result.rows_out += counted(_apply(sinks, group, maintained.rows, plan))
+            result.rows_out += _apply(sinks, group, maintained.rows, plan)
             result.mode = "incremental"
         else:
             phase("compute view", detail=full_reason)
             maintained = (_recompute(plan, inputs) if view.refresh == "full"
                           else reload(plan, inputs))
-            result.rows_out += counted(_replace(sinks, group, maintained.rows))
+            result.rows_out += _replace(sinks, group, maintained.rows)
             result.mode, result.reason = "full", full_reason
         states.put(view.name, group.new, maintained.state)
     except RefreshError:
@@ -230,6 +230,7 @@ def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) ->
     """
     delta = delta.localCheckpoint(eager=True)
     changes = to_arrow(delta)
+    counted(changes.num_rows)
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
         phase("Iceberg commit")
@@ -250,6 +251,7 @@ def _replace(sinks: ViewSinks, group: _Group, rows: DataFrame) -> int:
     """Replace the group's sinks' content by ``rows``; returns the number of rows."""
     rows = rows.localCheckpoint(eager=True)
     content = to_arrow(rows)
+    counted(content.num_rows)
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
         phase("Iceberg commit")
