@@ -150,8 +150,9 @@ def _deletes(sfs: dict[str, Any]) -> str | None:
         return None
     return ("**Deletes**: the sources are merge-on-read, so an RF2 delete's change feed reads "
             "only the deleted positions. The same fixed 250-order delete refreshes (Q1, Q3, Q5) "
-            "in " + "; ".join(parts) + ": under copy-on-write every data file holding a deleted "
-            "row is rewritten and read at both snapshots (docs/change-feeds.md).")
+            "in " + "; ".join(parts) + ". Under copy-on-write every data file holding a deleted "
+            "row is rewritten, and the change feed reads those files at both snapshots "
+            "(docs/change-feeds.md).")
 
 
 def _profile(sfs: dict[str, Any]) -> str | None:

@@ -205,16 +205,16 @@ def _tpch(tpch: dict[str, Any]) -> list[str]:
 
 def _split_table(tpch: dict[str, Any]) -> list[str]:
     """One row per profiled refresh: seconds per :data:`CATEGORIES` label."""
-    labels = [label for label, _ in CATEGORIES] + ["other"]
-    rows = []
-    for sf, entry in tpch.get("scale_factors", {}).items():
-        for name, prof in (entry.get("profile") or {}).items():
-            if "breakdown" in prof:
-                split = categorize(prof["breakdown"], prof["s"])
-                rows.append([sf, name.replace("_", " "), _s(prof["s"]), prof["spark_jobs"]]
-                            + [_s(split[label]) for label in labels] + [prof["load"]])
-    if not rows:
+    profiles = [(sf, name, prof) for sf, entry in tpch.get("scale_factors", {}).items()
+                for name, prof in (entry.get("profile") or {}).items() if "breakdown" in prof]
+    if not profiles:
         return []
+    splits = [categorize(prof["breakdown"], prof["s"]) for _, _, prof in profiles]
+    labels = [label for label in [c for c, _ in CATEGORIES] + ["other"]
+              if any(split[label] > 0 for split in splits)]
+    rows = [[sf, name.replace("_", " "), _s(prof["s"]), prof["spark_jobs"]]
+            + [_s(split[label]) for label in labels] + [prof["load"]]
+            for (sf, name, prof), split in zip(profiles, splits, strict=True)]
     return ["Seconds of each profiled refresh (a fixed 250-order change, incremental) by "
             "where the refresh's own code (`lakehouse/runtime.py`, `lakehouse/refresh.py`) "
             "spends them: change feeds and snapshot lookups (`lakehouse/sources/`), building "
