@@ -1,12 +1,15 @@
 """Incremental view maintenance: view SQL -> incremental plan -> delta of the view.
 
 The public surface: compile a view with :func:`compile_view`, then compute its
-change with :func:`view_delta` or its whole content with :func:`recompute`.
+change with :func:`maintain` (or :func:`view_delta`) or its whole content with
+:func:`reload` (or :func:`recompute`). :func:`maintain` and :func:`reload` also return
+the view's aggregate state, which the caller passes to the next :func:`maintain`.
 """
 
+from ivm.aggregate_state import AggregateState
 from ivm.compiler import compile_view, referenced_sources
 from ivm.errors import IvmError, NotIncrementalError, SqlParseError
-from ivm.evaluate import SourceInput, recompute, view_delta
+from ivm.evaluate import Maintained, SourceInput, maintain, recompute, reload, view_delta
 from ivm.explain import explain
 from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
@@ -14,8 +17,10 @@ from ivm.zset import WEIGHT, consolidate, expand, with_weight
 
 __all__ = [
     "WEIGHT",
+    "AggregateState",
     "IvmError",
     "Law",
+    "Maintained",
     "NotIncrementalError",
     "PlanNode",
     "SourceInput",
@@ -26,7 +31,9 @@ __all__ = [
     "consolidate",
     "expand",
     "explain",
+    "maintain",
     "recompute",
+    "reload",
     "view_delta",
     "with_weight",
 ]

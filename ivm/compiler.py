@@ -7,6 +7,7 @@ schemas, so every column is resolved to its source and ``*`` is expanded.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import sqlglot
 from sqlglot import exp
@@ -15,6 +16,7 @@ from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 
+from ivm.aggregate_form import invertible
 from ivm.checks import find_reason
 from ivm.errors import SqlParseError
 from ivm.isolate_outer_join import isolate_outer_joins
@@ -59,7 +61,7 @@ def compile_view(
         SqlParseError: The SQL does not parse, reads an unknown source, or names a
             column that does not resolve.
     """
-    query = _qualified(view, sql, schemas)
+    query, original = _qualified(view, sql, schemas)
     columns = tuple(p.alias_or_name for p in query.selects)
     if len(set(columns)) != len(columns):
         raise SqlParseError("output column names must be unique", view=view, fragment=sql)
@@ -74,8 +76,11 @@ def compile_view(
             f"key {list(chosen)} is not among the output columns {list(columns)}", view=view
         )
     root = _full_node(query, found) if found else _tree(query, chosen, source_keys)
+    if root.operator == "aggregate" and invertible(query, schemas):
+        root = replace(root, law=Law.INVERTIBLE_AGGREGATE,
+                       state=("aggregate state of the affected groups (sums and counts)",))
     return ViewPlan(view, query.sql("spark"), _sources(query), columns, chosen, root, reason,
-                    query)
+                    query, original)
 
 
 def _source_keys(view: str, source_keys: SourceKeys, schemas: Schemas) -> SourceKeys:
@@ -102,7 +107,12 @@ def _sources(query: exp.Query) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Query:
+def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Query]:
+    """The query rewritten for maintenance, and the query as written (only qualified).
+
+    Qualifying resolves every column and expands ``*`` against ``schemas``; the rewrite
+    rules then decorrelate subqueries and isolate outer joins.
+    """
     try:
         statements = sqlglot.parse(sql, dialect="spark")
     except ParseError as error:
@@ -124,8 +134,9 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> exp.Query:
         raise SqlParseError("a view is a SELECT query", view=view, fragment=sql)
     # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables, and
     # NOT IN an anti-join with a NULL guard.
+    written = qualified.copy()
     unnested = unnest_subqueries(unnest_not_in(_inline_ctes(qualified)))
-    return isolate_outer_joins(merge_subqueries(unnested))
+    return isolate_outer_joins(merge_subqueries(unnested)), written
 
 
 def _inline_ctes(query: exp.Query) -> exp.Query:

@@ -12,11 +12,20 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from ivm.aggregate_form import (
+    ARG_PREFIX,
+    AggregateForm,
+    aggregate_form,
+    exact_type,
+    state_output,
+)
+from ivm.aggregate_state import AggregateState, advance, build
 from ivm.errors import IvmError, NotIncrementalError
+from ivm.key_ranges import join_columns, restricted
+from ivm.laws import Law
 from ivm.plan import ViewPlan
 from ivm.rewrite import (
     affected_groups,
-    affected_keys_term,
     at_role,
     delta_term,
     join_keys_term,
@@ -56,6 +65,21 @@ class SourceInput:
     delta: DataFrame | None = None
 
 
+@dataclass(frozen=True)
+class Maintained:
+    """The result of a tick, and the state to keep for the next one.
+
+    Attributes:
+        rows: The view's delta (a consolidated Z-set: output columns plus ``_weight``)
+            from :func:`maintain`, or the view's rows from :func:`reload`.
+        state: The aggregate state at the new frontier, for a view maintained by the
+            invertible-aggregate law (None for other views).
+    """
+
+    rows: DataFrame
+    state: AggregateState | None = None
+
+
 def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
     """Compute the change of the view between the old and the new frontier.
 
@@ -70,12 +94,58 @@ def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
         NotIncrementalError: The plan is not incremental (use :func:`recompute`).
         IvmError: An input is missing.
     """
+    return maintain(plan, inputs).rows
+
+
+def maintain(
+    plan: ViewPlan, inputs: Mapping[str, SourceInput], state: AggregateState | None = None
+) -> Maintained:
+    """Compute the view's delta, reading and advancing its aggregate state.
+
+    Args:
+        plan: The compiled view.
+        inputs: One entry per source of the view.
+        state: The aggregate state at the old frontier (from the previous tick's
+            :class:`Maintained`), or None: a view maintained by the invertible-aggregate
+            law then builds it from the sources' old snapshots (one full aggregation).
+
+    Returns:
+        The delta (a consolidated Z-set) and the state at the new frontier.
+
+    Raises:
+        NotIncrementalError: The plan is not incremental (use :func:`recompute`).
+        IvmError: An input is missing.
+    """
     if not plan.incremental:
         raise NotIncrementalError(plan.reason or "", view=plan.view, fragment=plan.root.detail)
     with _scope(plan, inputs) as scope:
         if not scope.changed:
-            return with_weight(scope.run(at_role(plan.query, "new", scope.relation)).limit(0))
-        return consolidate(_delta(scope, plan.query))
+            empty = with_weight(scope.run(at_role(plan.query, "new", scope.relation)).limit(0))
+            return Maintained(empty, state)
+        form = _invertible(plan)
+        if form is not None:
+            state = state or _build(scope, form, "old")
+        if form is None or state is None:
+            return Maintained(consolidate(_delta(scope, plan.query)))
+        advanced = advance(form, state, _delta(scope, form.rows()))
+        sides = [with_weight(_output(scope, plan, form, advanced.state.arg_types, rows), weight)
+                 for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
+        return Maintained(consolidate(sides[0].union(sides[1])), advanced.state)
+
+
+def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
+    """Compute the whole view from the sources' new snapshots, and its aggregate state.
+
+    Returns:
+        The view's rows (duplicates kept) and, for a view maintained by the
+        invertible-aggregate law, its state at the new frontier.
+    """
+    form = _invertible(plan)
+    with _scope(plan, inputs) as scope:
+        state = _build(scope, form, "new") if form is not None else None
+        if form is None or state is None:
+            return Maintained(_as_written(scope, plan))
+        return Maintained(_output(scope, plan, form, state.arg_types, state.rows), state)
 
 
 def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
@@ -85,7 +155,7 @@ def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
         The view's rows (its output columns, duplicates kept).
     """
     with _scope(plan, inputs) as scope:
-        return scope.run(at_role(plan.query, "new", scope.relation))
+        return _as_written(scope, plan)
 
 
 @dataclass
@@ -156,13 +226,32 @@ def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
     if outer is not None:
         return _outer_join_delta(scope, query, outer)
     keys = key_expressions(query)
+    terms = [_restricted_term(scope, query, i) for i in positions]
     if keys is None:
-        return scope.run(union_all([delta_term(query, i, scope.relation) for i in positions]))
+        return scope.run(union_all(terms))
     keys_view = None
     if keys:
-        terms = [affected_keys_term(query, keys, i, scope.relation) for i in positions]
-        keys_view = scope.register(scope.run(union_all(terms)), "keys")
+        keys_view = scope.register(
+            scope.run(union_all([key_projection(term, keys) for term in terms])), "keys")
     return _recompute_keys(scope, query, keys, keys_view)
+
+
+def _restricted_term(scope: _Scope, query: exp.Select, position: int) -> exp.Select:
+    """The delta term of the table at ``position``, its partners cut to the key range.
+
+    See :mod:`ivm.key_ranges`; the bounds cost one small Spark job over the change feed.
+    """
+    term = delta_term(query, position, scope.relation)
+    table = block_tables(query)[position]
+    pairs = join_columns(query, table.alias_or_name)
+    if not pairs:
+        return term
+    names = sorted({mine.name for mine, _ in pairs})
+    change = scope.spark.table(scope.relation("delta", table.name))
+    found = change.agg(*[f(name) for name in names for f in (F.min, F.max)]).first()
+    assert found is not None  # a global aggregate has one row
+    bounds = {name: (found[2 * k], found[2 * k + 1]) for k, name in enumerate(names)}
+    return restricted(term, pairs, bounds)
 
 
 def _lift_derived_tables(scope: _Scope, query: exp.Select) -> exp.Select:
@@ -233,3 +322,39 @@ def _same_row(frame: DataFrame, keys: DataFrame) -> Column:
     for mine, theirs in zip(data_columns(frame), keys.columns, strict=True):
         condition = condition & frame[mine].eqNullSafe(keys[theirs])
     return condition
+
+
+def _invertible(plan: ViewPlan) -> AggregateForm | None:
+    """The view's aggregate form when its top node is maintained by the invertible law."""
+    if plan.root.law != Law.INVERTIBLE_AGGREGATE:
+        return None
+    return aggregate_form(plan.query)
+
+
+def _build(scope: _Scope, form: AggregateForm, role: str) -> AggregateState | None:
+    """The aggregate state at ``role`` (a full aggregation of the block's input rows).
+
+    None when Spark types an argument of SUM or AVG as inexact (floating point), which
+    the compiler's types did not foresee: the view then falls back to affected-key
+    recompute.
+    """
+    rows = scope.run(at_role(form.rows(), role, scope.relation))
+    types = [rows.schema[f"{ARG_PREFIX}{j}"].dataType.simpleString() for j in range(len(form.args))]
+    if not all(exact_type(t) for t, summed in zip(types, form.summed, strict=True) if summed):
+        return None
+    return build(form, rows, types)
+
+
+def _output(scope: _Scope, plan: ViewPlan, form: AggregateForm, arg_types: Sequence[str],
+            state_rows: DataFrame) -> DataFrame:
+    """The view's rows of some groups, from their state rows, in the view's own types."""
+    name = scope.register(state_rows, "state")
+    rows = scope.run(state_output(form, arg_types, name))
+    schema = _as_written(scope, plan).schema
+    return rows.toDF(*schema.names).select(
+        *[F.col(f.name).cast(f.dataType) for f in schema.fields])
+
+
+def _as_written(scope: _Scope, plan: ViewPlan) -> DataFrame:
+    """The view's SQL as the user wrote it, over the new snapshots, named as the plan."""
+    return scope.run(at_role(plan.original, "new", scope.relation)).toDF(*plan.columns)

@@ -19,6 +19,9 @@ class Law(StrEnum):
     """Filter and project: the operator applied to the delta is the delta of its output."""
     BILINEAR_JOIN = "bilinear join rule"
     """Inner join: d(A join B) = dA join B_old + A_new join dB, over N inputs."""
+    INVERTIBLE_AGGREGATE = "invertible aggregate"
+    """SUM, COUNT, AVG: the affected groups' kept sums and counts plus the aggregate of
+    the input delta (a group disappears when its row count reaches zero)."""
     AFFECTED_KEY_RECOMPUTE = "affected-key recompute"
     """Aggregate/DISTINCT: recompute the groups whose key occurs in the input delta."""
     FULL_RECOMPUTE = "full recompute"

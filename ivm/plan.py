@@ -46,6 +46,9 @@ class ViewPlan:
         root: The plan tree.
         reason: Why the view is not incremental, or None when it is.
         query: The qualified sqlglot expression (for the evaluator).
+        original: The SQL as written, only qualified (columns resolved, ``*`` expanded):
+            what a full recompute runs, so that a rewrite rule's mistake cannot hide in
+            the oracle.
     """
 
     view: str
@@ -56,6 +59,7 @@ class ViewPlan:
     root: PlanNode
     reason: str | None
     query: exp.Query = field(repr=False, compare=False)
+    original: exp.Query = field(repr=False, compare=False)
 
     @property
     def incremental(self) -> bool:

@@ -88,13 +88,6 @@ def key_projection(query: exp.Select, keys: Sequence[exp.Expr]) -> exp.Select:
     return projection
 
 
-def affected_keys_term(
-    query: exp.Select, keys: Sequence[exp.Expr], changed: int, relation: Relation
-) -> exp.Select:
-    """The keys touched by one delta term of a block (:func:`delta_term`'s input rows)."""
-    return key_projection(delta_term(query, changed, relation), keys)
-
-
 def affected_groups(
     query: exp.Select, keys: Sequence[exp.Expr], role: str, keys_view: str | None,
     weight: int, relation: Relation,

@@ -5,17 +5,24 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from rich.traceback import Traceback
 
-from lakehouse.config import Config, load_config
+from lakehouse.config import Config, ViewConfig, load_config
 from lakehouse.errors import LakehouseError
+
+if TYPE_CHECKING:
+    from lakehouse.progress_display import ProgressDisplay
+    from lakehouse.runtime import Runtime
 
 app = typer.Typer(
     help="Keep SQL views over Iceberg and Delta tables fresh, incrementally.",
@@ -67,18 +74,34 @@ def run(
         signal.signal(signal.SIGINT, lambda *_: scheduler.stop())
         console.print(f"catalog: {settings.catalog_uri}  views: {len(settings.views)}  "
                       "(Ctrl-C to stop)")
-        scheduler.run(lambda view: _report(runtime, view))
+        with _progress(runtime) as display:
+            scheduler.run(lambda view: _report(runtime, view, display))
     console.print("stopped")
 
 
-def _report(runtime: object, view: object) -> None:
+@contextmanager
+def _progress(runtime: Runtime) -> Iterator[ProgressDisplay]:
+    """Show the phases of the refreshes run in the block (a bar; lines for backfills)."""
+    from lakehouse.progress import reporting
+    from lakehouse.progress_display import ProgressDisplay
+
+    phases = {view.name: 2 + len(view.sinks) for view in runtime.config.views}
+    with ProgressDisplay(console, phases, runtime.spark.sparkContext) as display, reporting(
+            display):
+        yield display
+
+
+def _report(runtime: Runtime, view: ViewConfig, display: ProgressDisplay | None = None) -> None:
     from ivm import IvmError
 
     try:
-        result = runtime.refresh(view)  # type: ignore[attr-defined]
+        result = runtime.refresh(view)
     except (LakehouseError, IvmError) as error:
         console.print(f"[red]{datetime.now():%H:%M:%S} {error}[/red]")
         return
+    finally:
+        if display is not None:
+            display.clear()
     if result.mode != "skipped":
         reason = f" ({result.reason})" if result.reason else ""
         console.print(f"{datetime.now():%H:%M:%S} {result.view}: {result.mode} "
@@ -95,7 +118,7 @@ def tick(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
     settings = _load(config)
     try:
         view_config = settings.view(view)
-        with Runtime(settings) as runtime:
+        with Runtime(settings) as runtime, _progress(runtime):
             result = runtime.refresh(view_config)
     except (LakehouseError, IvmError) as error:
         raise _fail(error) from None
@@ -105,12 +128,13 @@ def tick(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
 
 @app.command()
 def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
-    """Show each view's frontier, last refresh, lag and rows."""
+    """Show each view's frontier, last refresh, lag, rows, and why a stopped view stopped."""
     from lakehouse.catalog_client import open_catalog
     from lakehouse.status import view_status
 
     settings = _load(config)
-    table = Table("view", "frontier", "last refresh", "lag", "rows", "behind")
+    table = Table("view", "frontier", "last refresh", "lag", "rows", "behind", "state")
+    stopped: list[Text] = []
     with open_catalog(settings) as catalog:
         for view in settings.views:
             state = view_status(settings, catalog, view)
@@ -121,8 +145,13 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
             lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
             table.add_row(state.view, str(state.frontier or "-"), refreshed, lag,
                           str(state.rows if state.rows is not None else "-"),
-                          ", ".join(state.behind) or "-")
+                          ", ".join(state.behind) or "-",
+                          Text("stopped", style="red") if state.stopped else "ok")
+            if state.stopped:
+                stopped.append(Text(f"{state.view} stopped: {state.stopped}", style="red"))
     console.print(table)
+    for line in stopped:  # the reasons in full, below the table
+        console.print(line)
 
 
 @app.command()

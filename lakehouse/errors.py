@@ -66,3 +66,24 @@ class SnapshotExpiredError(SourceError):
     def __init__(self, message: str, *, source: str, version: int):
         self.version = version
         super().__init__(f"{message}; a full refresh is needed", source=source)
+
+
+class SchemaChangedError(RefreshError):
+    """A column a view reads was dropped, renamed or retyped in a source: the view stops.
+
+    Raised before the refresh reads or writes anything. The view resumes only when the
+    column is restored, or after it is rebuilt (its tables dropped, so the next tick
+    loads it anew from the sources as they are).
+
+    Attributes:
+        view: The view's name.
+        source: The source's name in the config (the first change, when several).
+        column: The column's name as the view reads it.
+        change: ``dropped``, ``renamed``, ``retyped`` or ``replaced``.
+    """
+
+    def __init__(self, message: str, *, view: str, source: str, column: str, change: str):
+        self.source = source
+        self.column = column
+        self.change = change
+        super().__init__(f"stopped: {message}; nothing was written", view=view)

@@ -1,25 +1,51 @@
 """Failpoints: named places in a refresh where a test can make the process die.
 
-A crash test sets ``LAKEHOUSE_FAILPOINTS`` to a comma-separated list of names; the
+A crash test sets ``LAKEHOUSE_FAILPOINTS`` to a comma-separated list of entries; the
 process kills itself with SIGKILL (no cleanup, as a power cut or OOM kill would) when it
-reaches one. Without the variable a failpoint does nothing. The pattern is that of
-FreeBSD's fail(9) and TiKV's fail-rs.
+reaches one. An entry is ``NAME`` (die at any hit of that failpoint), ``NAME@N`` (die at
+its N-th hit in this process) or ``*@N`` (die at the N-th hit of any failpoint), so a
+long-lived process running many refreshes can die at a random one of them. When
+``LAKEHOUSE_FAILPOINT_LOG`` names a file, the failpoint and the hit count are appended to
+it (and synced) just before dying. Without the variable a failpoint does nothing. The
+pattern is that of FreeBSD's fail(9) and TiKV's fail-rs.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections import Counter
 
-__all__ = ["ENV", "FAILPOINTS", "failpoint"]
+__all__ = ["ENV", "FAILPOINTS", "LOG_ENV", "failpoint"]
 
 ENV = "LAKEHOUSE_FAILPOINTS"
+LOG_ENV = "LAKEHOUSE_FAILPOINT_LOG"
 FAILPOINTS = ("before-iceberg-commit", "between-sink-commits", "after-sink-commits")
 """Every failpoint, in the order a refresh reaches them."""
+ANY = "*"
+
+_hits: Counter[str] = Counter()
 
 
 def failpoint(name: str) -> None:
-    """Kill this process with SIGKILL if ``name`` is listed in ``LAKEHOUSE_FAILPOINTS``."""
+    """Kill this process with SIGKILL if ``LAKEHOUSE_FAILPOINTS`` selects this hit of ``name``."""
     listed = os.environ.get(ENV)
-    if listed and name in listed.split(","):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if not listed:
+        return
+    _hits[name] += 1
+    _hits[ANY] += 1
+    for entry in listed.split(","):
+        point, _, count = entry.strip().partition("@")
+        if point in (name, ANY) and (not count or _hits[point] == int(count)):
+            _log(f"{name} {_hits[ANY]}")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _log(line: str) -> None:
+    path = os.environ.get(LOG_ENV)
+    if not path:
+        return
+    with open(path, "a") as out:
+        out.write(line + "\n")
+        out.flush()
+        os.fsync(out.fileno())

@@ -14,14 +14,24 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pyspark.sql import DataFrame
-from pyspark.sql.types import StructType
 
-from ivm import WEIGHT, NotIncrementalError, SourceInput, ViewPlan, recompute, view_delta
+from ivm import (
+    WEIGHT,
+    Maintained,
+    NotIncrementalError,
+    SourceInput,
+    ViewPlan,
+    maintain,
+    recompute,
+    reload,
+)
 from lakehouse.config import ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
+from lakehouse.progress import counted, phase
 from lakehouse.sources.base import SourceReader
 from lakehouse.spark.arrow import to_arrow
+from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
 from sinks.iceberg import IcebergSink
 
@@ -76,9 +86,18 @@ def current_frontier(readers: Mapping[str, SourceReader], plan: ViewPlan) -> dic
 
 
 def refresh_view(
-    view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks
+    view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks,
+    states: ViewStates | None = None,
 ) -> RefreshResult:
     """Bring every sink of ``view`` to the sources' current versions.
+
+    Args:
+        view: The view's configuration.
+        plan: Its compiled plan.
+        readers: A reader for every source of the plan.
+        sinks: The view's sinks.
+        states: Aggregate states kept between ticks (read at the old frontier, updated
+            to the new one after the commits); None keeps no state.
 
     Raises:
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
@@ -94,46 +113,69 @@ def refresh_view(
         if frontier != target:
             groups.setdefault(json.dumps(frontier, sort_keys=True), []).append(kind)
     result = RefreshResult(view.name, "skipped", target)
+    states = states if states is not None else ViewStates()
     for encoded, kinds in groups.items():
-        _refresh_group(view, plan, readers, sinks, json.loads(encoded), target, kinds, result)
+        group = _Group(json.loads(encoded), target, kinds)
+        _refresh_group(view, plan, readers, sinks, group, result, states)
     result.duration_s = time.perf_counter() - started
     return result
 
 
+@dataclass(frozen=True)
+class _Group:
+    """Sinks at the same frontier, refreshed together from ``old`` to ``new``."""
+
+    old: dict[str, int] | None
+    new: dict[str, int]
+    kinds: list[str]
+
+
 def _refresh_group(
     view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks,
-    old: dict[str, int] | None, new: dict[str, int], kinds: list[str], result: RefreshResult,
+    group: _Group, result: RefreshResult, states: ViewStates,
 ) -> None:
     expired: str | None = None
+    phase("read sources", view=view.name)
     try:
-        inputs = _inputs(readers, plan, old or {}, new)
+        inputs = _inputs(readers, plan, group.old or {}, group.new)
     except SnapshotExpiredError as error:  # the change is gone: recompute from the new snapshot
-        inputs, expired = _inputs(readers, plan, {}, new), str(error)
+        inputs, expired = _inputs(readers, plan, {}, group.new), str(error)
     try:
-        full_reason = expired or _full_reason(view, plan, old)
-        changed_rows = 0
+        full_reason = expired or _full_reason(view, plan, group.old)
         if full_reason is None:
-            changed_rows = sum(i.delta.count() for i in inputs.values() if i.delta is not None)
+            changed_rows = _changed_rows(view, inputs)
             full_reason = _large_change_reason(view, inputs, changed_rows)
+            result.rows_in += changed_rows or 0
         if full_reason is None:
-            delta = view_delta(plan, inputs).persist()
-            result.rows_in += changed_rows
-            result.rows_out += delta.count()
-            _apply(sinks, kinds, delta, plan, new)
-            delta.unpersist()
+            phase("compute view delta")
+            maintained = maintain(plan, inputs, states.get(view.name, group.old))
+            result.rows_out += _apply(sinks, group, maintained.rows, plan)
             result.mode = "incremental"
         else:
-            rows = recompute(plan, inputs).persist()
-            result.rows_out += rows.count()
-            _replace(sinks, kinds, rows, new)
-            rows.unpersist()
+            phase("compute view", detail=full_reason)
+            maintained = (_recompute(plan, inputs) if view.refresh == "full"
+                          else reload(plan, inputs))
+            result.rows_out += _replace(sinks, group, maintained.rows)
             result.mode, result.reason = "full", full_reason
+        states.put(view.name, group.new, maintained.state)
     except RefreshError:
         raise
     except Exception as error:  # a refresh fails as a whole, with its cause attached
         cause = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise RefreshError(f"refresh failed: {cause}", view=view.name) from error
-    result.sinks += kinds
+    result.sinks += group.kinds
+
+
+def _recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
+    """A full recompute that keeps no aggregate state (policy ``full``)."""
+    return Maintained(recompute(plan, inputs))
+
+
+def _changed_rows(view: ViewConfig, inputs: Mapping[str, SourceInput]) -> int | None:
+    """Rows of the change feeds; counted only under ``auto``, which decides with it."""
+    if view.refresh != "auto":
+        return None
+    return sum(i.delta.count() for i in inputs.values() if i.delta is not None)
 
 
 def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -> str | None:
@@ -147,10 +189,10 @@ def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -
 
 
 def _large_change_reason(
-    view: ViewConfig, inputs: Mapping[str, SourceInput], changed_rows: int
+    view: ViewConfig, inputs: Mapping[str, SourceInput], changed_rows: int | None
 ) -> str | None:
     """Under ``auto``: why a change this large is cheaper to recompute, or None."""
-    if view.refresh != "auto" or changed_rows == 0:
+    if view.refresh != "auto" or not changed_rows:
         return None
     input_rows = sum(i.new.count() for i in inputs.values())
     if changed_rows <= view.full_refresh_ratio * input_rows:
@@ -169,7 +211,9 @@ def _inputs(
         reader = readers[name]
         before, after = old.get(name), new.get(name)
         changed = after is not None and before != after
-        delta = reader.change_feed(before, after) if changed and after is not None else None
+        delta = None
+        if changed and after is not None:  # read several times: computed once
+            delta = reader.change_feed(before, after).localCheckpoint(eager=True)
         inputs[name] = SourceInput(
             new=reader.snapshot(after),
             old=reader.snapshot(before) if before is not None else None,
@@ -178,28 +222,47 @@ def _inputs(
     return inputs
 
 
-def _apply(sinks: ViewSinks, kinds: list[str], delta: DataFrame, plan: ViewPlan,
-           frontier: dict[str, int]) -> None:
+def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) -> int:
+    """Commit a view delta to the group's sinks; returns its rows (+ and -).
+
+    The delta is collected to Arrow once, for both sinks; the Iceberg sink writes it with
+    pyiceberg (one commit), or with Spark when it is larger than the sink's Arrow limit.
+    """
+    delta = delta.localCheckpoint(eager=True)
+    changes = to_arrow(delta)
+    counted(changes.num_rows)
     failpoint("before-iceberg-commit")
-    if "iceberg" in kinds and sinks.iceberg is not None:
-        sinks.iceberg.ensure_table(_data_schema(delta))
-        sinks.iceberg.apply(delta, plan.key, frontier)
+    if "iceberg" in group.kinds and sinks.iceberg is not None:
+        phase("Iceberg commit")
+        sinks.iceberg.ensure_table(changes.schema.remove(changes.schema.get_field_index(WEIGHT)))
+        if changes.num_rows <= sinks.iceberg.arrow_max_rows:
+            sinks.iceberg.apply_arrow(changes, plan.key, group.new)
+        else:
+            sinks.iceberg.apply(delta, plan.key, group.new)
     failpoint("between-sink-commits")
-    if "delta" in kinds and sinks.delta is not None:
-        sinks.delta.apply(to_arrow(delta), plan.key, frontier)
+    if "delta" in group.kinds and sinks.delta is not None:
+        phase("Delta commit")
+        sinks.delta.apply(changes, plan.key, group.new)
     failpoint("after-sink-commits")
+    return changes.num_rows
 
 
-def _replace(sinks: ViewSinks, kinds: list[str], rows: DataFrame, frontier: dict[str, int]) -> None:
+def _replace(sinks: ViewSinks, group: _Group, rows: DataFrame) -> int:
+    """Replace the group's sinks' content by ``rows``; returns the number of rows."""
+    rows = rows.localCheckpoint(eager=True)
+    content = to_arrow(rows)
+    counted(content.num_rows)
     failpoint("before-iceberg-commit")
-    if "iceberg" in kinds and sinks.iceberg is not None:
-        sinks.iceberg.ensure_table(rows.schema)
-        sinks.iceberg.replace(rows, frontier)
+    if "iceberg" in group.kinds and sinks.iceberg is not None:
+        phase("Iceberg commit")
+        sinks.iceberg.ensure_table(content.schema)
+        if content.num_rows <= sinks.iceberg.arrow_max_rows:
+            sinks.iceberg.replace_arrow(content, group.new)
+        else:
+            sinks.iceberg.replace(rows, group.new)
     failpoint("between-sink-commits")
-    if "delta" in kinds and sinks.delta is not None:
-        sinks.delta.replace(to_arrow(rows), frontier)
+    if "delta" in group.kinds and sinks.delta is not None:
+        phase("Delta commit")
+        sinks.delta.replace(content, group.new)
     failpoint("after-sink-commits")
-
-
-def _data_schema(delta: DataFrame) -> StructType:
-    return delta.drop(WEIGHT).schema
+    return content.num_rows

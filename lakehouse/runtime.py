@@ -15,18 +15,20 @@ from pyspark.sql import SparkSession
 
 from catalog_api import CatalogSettings
 from catalog_api.server import RunningServer, serve_in_thread
-from ivm import SourceInput, ViewPlan, compile_view, recompute, referenced_sources
+from ivm import SourceInput, ViewPlan, recompute, referenced_sources
 from lakehouse.catalog_client import catalog_answers, register_delta_copy
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
+from lakehouse.schema_guard import SchemaGuard, built_columns
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.spark.arrow import to_arrow
 from lakehouse.spark.session import build_spark_session
+from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
 from sinks.iceberg import IcebergSink
 from sinks.refresh_state import RefreshStates, SourceTable
@@ -82,8 +84,10 @@ class Runtime(AbstractContextManager["Runtime"]):
         }
         self._plans: dict[str, ViewPlan] = {}
         self._refresh_states: dict[str, RefreshStates] = {}
+        self.schemas = SchemaGuard(config, self.catalog)
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
+        self.states = ViewStates()
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
@@ -96,19 +100,24 @@ class Runtime(AbstractContextManager["Runtime"]):
                                    name, identifier, ref=ref, bridge=self.bridge)
 
     def plan(self, view: ViewConfig) -> ViewPlan:
-        """The compiled plan of ``view`` (compiled once, against the sources' schemas).
+        """The compiled plan of ``view``, compiled once.
+
+        It is compiled from metadata, against the sources' schemas at the view's frontier,
+        and ``*`` keeps meaning the columns the sinks were built with
+        (:meth:`lakehouse.schema_guard.SchemaGuard.compile`).
 
         Raises:
             ivm.SqlParseError: The view's SQL does not resolve against its sources.
+            lakehouse.errors.SourceError: A source's table cannot be read.
+            lakehouse.errors.RefreshError: The SQL yields columns the sinks lack.
         """
         if view.name not in self._plans:
-            schemas = {}
-            for name in referenced_sources(view.sql) & set(self.readers):
-                reader = self.readers[name]
-                schema = reader.snapshot(reader.current_version()).schema
-                schemas[name] = {f.name: f.dataType.simpleString() for f in schema.fields}
-            keys = {name: key for name in schemas if (key := self.source_key(name))}
-            self._plans[view.name] = compile_view(view.name, view.sql, schemas, view.key, keys)
+            sinks = self.sinks(view)
+            frontier = next((f for f in sinks.frontiers().values() if f), None)
+            keys = {name: key for name in referenced_sources(view.sql) & set(self.readers)
+                    if (key := self.source_key(name))}
+            self._plans[view.name] = self.schemas.compile(view, frontier, built_columns(sinks),
+                                                          keys)
         return self._plans[view.name]
 
     def source_key(self, name: str) -> tuple[str, ...] | None:
@@ -180,7 +189,9 @@ class Runtime(AbstractContextManager["Runtime"]):
     def _refresh_one(self, view: ViewConfig) -> RefreshResult:
         started_s = time.time()
         try:
-            result = refresh_view(view, self.plan(view), self.readers, self.sinks(view))
+            sinks = self.sinks(view)
+            self.schemas.check(view, sinks)  # SchemaChangedError: the view stops
+            result = refresh_view(view, self.plan(view), self.readers, sinks, self.states)
         except Exception:
             self.metrics.record_failure(view.name)
             raise

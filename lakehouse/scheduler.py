@@ -15,8 +15,8 @@ from croniter import croniter
 
 from lakehouse.config import ViewConfig
 
-ON_CHANGE_POLL_S = 1.0
-"""How often an ``on_change`` view checks whether a source advanced."""
+ON_CHANGE_POLL_S = 0.2
+"""How often an ``on_change`` view checks whether a source advanced (a few catalog reads)."""
 
 
 class Scheduler:

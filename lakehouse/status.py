@@ -12,6 +12,7 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from ivm import referenced_sources
 from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
+from lakehouse.schema_guard import SchemaGuard
 from sinks.frontier import FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
 
 
@@ -27,6 +28,8 @@ class ViewStatus:
         rows: Rows in the view's Iceberg table, if known.
         behind: Sources that advanced past the frontier.
         lag_s: 0 when fresh; else seconds since the last refresh (or None if never).
+        stopped: Why the view cannot refresh until someone acts (a column it reads was
+            dropped, renamed or retyped in a source), or None.
     """
 
     view: str
@@ -36,6 +39,7 @@ class ViewStatus:
     rows: int | None
     behind: tuple[str, ...]
     lag_s: float | None
+    stopped: str | None = None
 
 
 def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
@@ -44,20 +48,29 @@ def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
     try:
         if isinstance(source, DeltaSource):
             return DeltaTable(source.delta).version()
-        identifier = source.iceberg if isinstance(source, IcebergSource) else source.view
-        return catalog.load_table(identifier).metadata.current_snapshot_id
+        if isinstance(source, IcebergSource):
+            ref = catalog.load_table(source.iceberg).metadata.refs.get(source.ref)
+            return ref.snapshot_id if ref is not None else None
+        return catalog.load_table(source.view).metadata.current_snapshot_id
     except (TableNotFoundError, NoSuchTableError):
         return None
 
 
 def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatus:
-    """Read the freshness of ``view`` from its Iceberg table and its sources."""
+    """Read the freshness of ``view`` from its Iceberg table and its sources.
+
+    Also checks the columns the view reads against its sources' current schemas
+    (:mod:`lakehouse.schema_guard`), from metadata only.
+    """
     names = sorted(referenced_sources(view.sql) & set(config.sources))
     versions = {name: source_version(config, catalog, name) for name in names}
     current = {name: v for name, v in versions.items() if v is not None}
     summary: dict[str, str] = {}
+    built: list[str] | None = None
     try:
-        snapshot = catalog.load_table(view.name).current_snapshot()
+        table = catalog.load_table(view.name)
+        built = [f.name for f in table.schema().fields]
+        snapshot = table.current_snapshot()
         if snapshot is not None and snapshot.summary is not None:
             summary = {**snapshot.summary.additional_properties}
     except NoSuchTableError:
@@ -69,4 +82,6 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     if behind:
         lag_s = time.time() - refreshed_at / 1000 if refreshed_at else None
     rows = int(summary["total-records"]) if "total-records" in summary else None
-    return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s)
+    changes = SchemaGuard(config, catalog).changes(view, [frontier], built)
+    stopped = "; ".join(c.describe() for c in changes) or None
+    return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s, stopped)

@@ -34,6 +34,9 @@ from lakehouse.sources.iceberg_lineage import lineage
 
 log = logging.getLogger(__name__)
 
+SNAPSHOTS_KEPT = 4
+"""Snapshot DataFrames a reader keeps resolved (a tick reads the old and the new one)."""
+
 
 class IcebergSourceReader:
     """Read one Iceberg table as snapshots and change feeds.
@@ -61,6 +64,7 @@ class IcebergSourceReader:
         self.table_name = f"{catalog_name}.{identifier}"
         self.ref = ref
         self.bridge = bridge
+        self._snapshots: dict[int, DataFrame] = {}
 
     def _table(self) -> Table:
         try:
@@ -94,10 +98,20 @@ class IcebergSourceReader:
                           source=self.name)
 
     def snapshot(self, version: int | None) -> DataFrame:
-        """The table's rows at snapshot ``version`` (time travel)."""
+        """The table's rows at snapshot ``version`` (time travel).
+
+        A snapshot never changes, so its DataFrame is resolved once (each resolution is a
+        catalog round trip from the JVM) and kept for the last few versions asked for.
+        """
         if version is None:
             return self.spark.table(self.table_name).limit(0)
-        return self.spark.read.option("snapshot-id", str(version)).table(self.table_name)
+        frame = self._snapshots.pop(version, None)
+        if frame is None:
+            frame = self.spark.read.option("snapshot-id", str(version)).table(self.table_name)
+        self._snapshots[version] = frame  # most recently used last
+        while len(self._snapshots) > SNAPSHOTS_KEPT:
+            del self._snapshots[next(iter(self._snapshots))]
+        return frame
 
     def change_feed(self, old: int | None, new: int) -> DataFrame:
         """The change between two snapshots as a consolidated Z-set.

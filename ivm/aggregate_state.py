@@ -1,0 +1,149 @@
+"""The state of an invertible aggregate on Spark, and how a delta changes it.
+
+State rows (one per group): ``__g0..`` the grouping values, ``__s<j>`` the sum of the
+j-th argument's non-null values (in the type of Spark's ``SUM``; 0 when none),
+``__c<j>`` their count (bigint) and ``__n`` the group's row count (bigint). The state
+of a view at a frontier is kept by the caller between ticks (:class:`AggregateState`);
+a tick adds the aggregate of the input delta to the state of the affected groups
+(:func:`advance`) and emits the view rows of those groups before (-1) and after (+1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ivm.aggregate_form import (
+    ARG_PREFIX,
+    COUNT_PREFIX,
+    GROUP_PREFIX,
+    ROWS,
+    SUM_PREFIX,
+    AggregateForm,
+    sum_type,
+)
+from ivm.zset import WEIGHT
+
+SIGN = "__sign"
+
+
+@dataclass(frozen=True)
+class AggregateState:
+    """The aggregate state of one view at one frontier.
+
+    Attributes:
+        rows: State rows (``__g*``, ``__s*``, ``__c*``, ``__n``), checkpointed: their
+            lineage does not reach the change feeds they were computed from.
+        arg_types: The Spark type of each argument, which fixes the state's types.
+    """
+
+    rows: DataFrame
+    arg_types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Advanced:
+    """One tick of an aggregate: the affected groups' state before and after.
+
+    Attributes:
+        state: The whole state after the tick.
+        before: State rows of the affected groups before the tick (present ones only).
+        after: State rows of the affected groups after the tick (``__n`` may be 0).
+    """
+
+    state: AggregateState
+    before: DataFrame
+    after: DataFrame
+
+
+def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str]) -> AggregateState:
+    """Aggregate the block's input rows into state (a full pass over ``rows``).
+
+    Args:
+        form: The aggregate block.
+        rows: The block's input rows (``form.rows()`` evaluated): ``__g*``, ``__a*``.
+        arg_types: Spark type of each ``__a<j>``.
+    """
+    state = _partial(form, rows.withColumn(SIGN, F.lit(1).cast("bigint")), arg_types)
+    return AggregateState(state.localCheckpoint(eager=True), tuple(arg_types))
+
+
+def advance(form: AggregateForm, state: AggregateState, delta: DataFrame) -> Advanced:
+    """Add the aggregate of the input ``delta`` to ``state``.
+
+    Args:
+        form: The aggregate block.
+        state: The state at the old frontier.
+        delta: The block's input rows' delta: ``__g*``, ``__a*`` and ``_weight``.
+
+    Returns:
+        The new state (checkpointed) and the affected groups before and after.
+    """
+    change = _partial(form, _unit_rows(delta), state.arg_types).localCheckpoint(eager=True)
+    groups = _group_columns(form)
+    before = _matching(state.rows, change, groups, "left_semi")
+    stats = [F.sum(c).cast(t).alias(c) for c, t in _stat_types(form, state.arg_types)]
+    after = before.unionByName(change).groupBy(*groups).agg(*stats).localCheckpoint(eager=True)
+    kept = after if form.is_global else after.where(F.col(ROWS) != 0)
+    untouched = _matching(state.rows, change, groups, "left_anti")
+    rows = untouched.unionByName(kept).localCheckpoint(eager=True)
+    return Advanced(AggregateState(rows, state.arg_types), before, after)
+
+
+def _unit_rows(delta: DataFrame) -> DataFrame:
+    """A row of weight w as |w| rows of sign +1 or -1 (``__sign``)."""
+    copies = F.explode(F.sequence(F.lit(1), F.abs(F.col(WEIGHT))))
+    return (delta.withColumn(SIGN, F.signum(F.col(WEIGHT)).cast("bigint"))
+            .withColumn("__copy", copies).drop("__copy", WEIGHT))
+
+
+def _partial(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str]) -> DataFrame:
+    """Per group: the signed sums and counts of input rows carrying ``__sign`` (+1 or -1).
+
+    Values are added or subtracted one row at a time rather than multiplied by a
+    weight, so a decimal sum keeps the type of Spark's ``SUM`` and its scale.
+    """
+    sign = F.col(SIGN)
+    stats: list[Column] = []
+    for j, arg_type in enumerate(arg_types):
+        value = F.col(f"{ARG_PREFIX}{j}")
+        if form.summed[j]:
+            signed = F.when(sign > 0, value).otherwise(-value)
+            stats.append(F.coalesce(F.sum(signed), F.lit(0)).cast(sum_type(arg_type))
+                         .alias(f"{SUM_PREFIX}{j}"))
+        counted = F.when(value.isNull(), F.lit(0)).otherwise(sign)
+        stats.append(F.coalesce(F.sum(counted), F.lit(0)).cast("bigint")
+                     .alias(f"{COUNT_PREFIX}{j}"))
+    stats.append(F.coalesce(F.sum(sign), F.lit(0)).cast("bigint").alias(ROWS))
+    return rows.groupBy(*_group_columns(form)).agg(*stats)
+
+
+def _matching(state: DataFrame, change: DataFrame, groups: Sequence[str], how: str
+              ) -> DataFrame:
+    """State rows whose group occurs (``left_semi``) or not (``left_anti``) in ``change``."""
+    if not groups:  # the one global group is always affected
+        return state if how == "left_semi" else state.limit(0)
+    keys = change.select(*groups)
+    return state.join(keys, on=_same_groups(state, keys, groups), how=how)
+
+
+def _same_groups(left: DataFrame, right: DataFrame, groups: Sequence[str]) -> Column:
+    """Null-safe equality of the grouping columns: NULL is a group like any other value."""
+    return reduce(lambda a, b: a & b, [left[g].eqNullSafe(right[g]) for g in groups])
+
+
+def _group_columns(form: AggregateForm) -> list[str]:
+    return [f"{GROUP_PREFIX}{i}" for i in range(len(form.groups))]
+
+
+def _stat_types(form: AggregateForm, arg_types: Sequence[str]) -> list[tuple[str, str]]:
+    stats = []
+    for j, arg_type in enumerate(arg_types):
+        if form.summed[j]:
+            stats.append((f"{SUM_PREFIX}{j}", sum_type(arg_type)))
+        stats.append((f"{COUNT_PREFIX}{j}", "bigint"))
+    return stats + [(ROWS, "bigint")]

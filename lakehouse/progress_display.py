@@ -1,0 +1,134 @@
+"""Show refresh progress: a rich progress bar on a terminal, plain lines in a log.
+
+The bar advances by phase (read sources, compute, one commit per sink) and names the rows
+once known; while a phase runs Spark jobs, it also shows their tasks done out of total
+(Spark's status tracker: the finest progress Spark reports). Without a terminal, full
+refreshes (backfills, which can run long) print one line per phase; incremental ticks
+print nothing here (the CLI prints their one-line summary).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from datetime import datetime
+from types import TracebackType
+
+from pyspark import SparkContext
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from lakehouse.progress import Phase
+
+POLL_S = 0.5
+"""How often Spark's task counts are read while a phase runs."""
+
+
+class ProgressDisplay:
+    """A :class:`lakehouse.progress.Reporter` that draws on a rich console.
+
+    Use as a context manager around the refreshes, inside :func:`lakehouse.progress.reporting`.
+
+    Args:
+        console: Where to draw.
+        phases: View name -> phases a refresh of it has (2 + its sinks).
+        spark: The session's SparkContext, to show task counts; None to not poll.
+    """
+
+    def __init__(self, console: Console, phases: Mapping[str, int],
+                 spark: SparkContext | None = None):
+        self.console = console
+        self.phases = dict(phases)
+        self.spark = spark
+        self.live = console.is_terminal
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("[bold]{task.fields[view]}"),
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, transient=True)
+        self.tasks: dict[str, TaskID] = {}
+        self.current: dict[str, Phase] = {}
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="progress-poll", daemon=True)
+
+    def __enter__(self) -> ProgressDisplay:
+        if self.live:
+            self.progress.start()
+            if self.spark is not None:
+                self._poller.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._stop.set()
+        if self._poller.is_alive():
+            self._poller.join()
+        if self.live:
+            self.progress.stop()
+
+    def phase(self, event: Phase) -> None:
+        """Advance ``event.view``'s bar to the phase that starts."""
+        first = event.view not in self.tasks
+        if first:
+            self.tasks[event.view] = self.progress.add_task(
+                "", total=self.phases.get(event.view, 4), view=event.view)
+        task = self.tasks[event.view]
+        if not first:
+            self.progress.advance(task)
+        state = next(t for t in self.progress.tasks if t.id == task)
+        if state.completed >= (state.total or 0):  # a sink left behind: one more group
+            self.progress.update(task, total=(state.total or 0) + 2)
+        self.current[event.view] = event
+        self._show(event)
+
+    def rows(self, event: Phase) -> None:
+        """Show the rows of the running phase."""
+        self.current[event.view] = event
+        self._show(event)
+
+    def clear(self) -> None:
+        """A refresh (and those of the views it reads) returned: remove their bars."""
+        self.current.clear()
+        for task in self.tasks.values():
+            self.progress.remove_task(task)
+        self.tasks.clear()
+
+    def _show(self, event: Phase, tasks: str = "") -> None:
+        text = describe(event) + tasks
+        if self.live:
+            self.progress.update(self.tasks[event.view], description=text)
+        elif event.detail is not None:
+            self.console.print(f"{datetime.now():%H:%M:%S} {event.view}: {text}",
+                               highlight=False)
+
+    def _poll(self) -> None:
+        """Show the task counts of Spark's active stages on the running phases."""
+        assert self.spark is not None
+        tracker = self.spark.statusTracker()
+        while not self._stop.wait(POLL_S):
+            done = total = 0
+            for stage in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage)
+                if info is not None:
+                    done, total = done + info.numCompletedTasks, total + info.numTasks
+            suffix = f", Spark tasks {done}/{total}" if total else ""
+            for event in list(self.current.values()):
+                if event.view in self.tasks:
+                    self._show(event, suffix)
+
+
+def describe(event: Phase) -> str:
+    """``compute view (initial load: ...), 200,000 rows``."""
+    text = event.name
+    if event.detail is not None:
+        text += f" ({event.detail})"
+    if event.rows is not None:
+        text += f", {event.rows:,} rows"
+    return text

@@ -1,0 +1,48 @@
+"""Failpoints kill the process with SIGKILL at the selected hit, and say where."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakehouse.failpoints import ENV, LOG_ENV, failpoint
+
+HITS = ("before-iceberg-commit", "between-sink-commits", "after-sink-commits") * 3
+CHILD = ("import sys\nfrom lakehouse.failpoints import failpoint\n"
+         f"for name in {HITS!r}:\n    print(name, flush=True)\n    failpoint(name)\n")
+
+
+def _run(selection: str, log: Path) -> tuple[int, list[str]]:
+    env = {**os.environ, ENV: selection, LOG_ENV: str(log)}
+    done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True,
+                          text=True, check=False, cwd=Path(__file__).resolve().parents[2])
+    return done.returncode, done.stdout.split()
+
+
+@pytest.mark.parametrize(("selection", "reached", "logged"), [
+    ("between-sink-commits", 2, "between-sink-commits 2"),  # the first hit of that name
+    ("between-sink-commits@2", 5, "between-sink-commits 5"),
+    ("*@7", 7, "before-iceberg-commit 7"),
+    ("nope,*@4", 4, "before-iceberg-commit 4"),
+])
+def test_the_selected_hit_kills(tmp_path: Path, selection: str, reached: int,
+                                logged: str) -> None:
+    code, printed = _run(selection, tmp_path / "log")
+    assert code == -signal.SIGKILL
+    assert printed == list(HITS[:reached])
+    assert (tmp_path / "log").read_text() == logged + "\n"
+
+
+def test_a_count_never_reached_and_no_variable_do_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, printed = _run("*@100", tmp_path / "log")
+    assert (code, len(printed)) == (0, len(HITS))
+    assert not (tmp_path / "log").exists()
+    monkeypatch.delenv(ENV, raising=False)
+    failpoint("before-iceberg-commit")  # this process lives on

@@ -1,0 +1,100 @@
+"""Which columns a view reads, and how a source's change to them is named (no Spark)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import SortOrder
+from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType
+
+from ivm import compile_view
+from lakehouse.schema_guard import column_changes, used_columns
+from lakehouse.sources.schema import SourceColumn, SourceSchema, delta_schema, iceberg_schema
+
+FLIGHTS = {"carrier": "string", "flight": "int", "dep_delay": "double", "origin": "string",
+           "tail": "string"}
+AIRLINES = {"carrier": "string", "name": "string", "country": "string"}
+
+
+def _used(sql: str) -> dict[str, set[str]]:
+    plan = compile_view("v", sql, {"flights": FLIGHTS, "airlines": AIRLINES})
+    return used_columns(plan.query, plan.sources)
+
+
+def test_used_columns_follow_every_clause_and_subquery() -> None:
+    used = _used("SELECT f.carrier, a.name, COUNT(*) AS n, SUM(f.dep_delay) AS total "
+                 "FROM flights f JOIN airlines a ON f.carrier = a.carrier "
+                 "WHERE f.flight IN (SELECT flight FROM flights WHERE origin = 'JFK') "
+                 "GROUP BY f.carrier, a.name")
+    assert used == {"flights": {"carrier", "dep_delay", "flight", "origin"},
+                    "airlines": {"carrier", "name"}}
+
+
+def test_star_reads_every_column_and_count_star_none() -> None:
+    assert _used("SELECT * FROM airlines") == {"airlines": set(AIRLINES)}
+    assert _used("SELECT COUNT(*) AS n FROM flights") == {"flights": set()}
+    assert _used("WITH late AS (SELECT carrier FROM flights WHERE dep_delay > 10) "
+                 "SELECT carrier, COUNT(*) AS n FROM late GROUP BY carrier") == {
+        "flights": {"carrier", "dep_delay"}}
+
+
+def _schema(*columns: tuple[str, str, int | None]) -> SourceSchema:
+    return SourceSchema(tuple(SourceColumn(n, t, t, i) for n, t, i in columns))
+
+
+BEFORE = _schema(("a", "int", 1), ("b", "string", 2), ("c", "double", 3), ("d", "long", 4))
+
+
+@pytest.mark.parametrize(("after", "change", "detail"), [
+    (_schema(("x", "int", 1), ("b", "string", 2)), "renamed", "renamed to 'x'"),
+    (_schema(("b", "string", 2)), "dropped", "dropped"),
+    (_schema(("a", "long", 1), ("b", "string", 2)), "retyped", "retyped from int to long"),
+    (_schema(("a", "int", 9), ("b", "string", 2)), "replaced", "dropped and added again"),
+])
+def test_a_change_to_a_read_column_is_named(after: SourceSchema, change: str,
+                                            detail: str) -> None:
+    (found,) = column_changes("s", 7, BEFORE, after, {"a", "b"})
+    assert (found.source, found.column, found.change, found.version) == ("s", "a", change, 7)
+    assert found.detail.startswith(detail)
+    assert "source 's': column 'a' " + detail in found.describe()
+
+
+def test_changes_to_columns_not_read_and_added_columns_are_ignored() -> None:
+    after = _schema(("a", "int", 1), ("b", "string", 2), ("new", "int", 5))  # c, d dropped
+    assert column_changes("s", 7, BEFORE, after, {"a", "b"}) == []
+    assert [c.change for c in column_changes("s", 7, BEFORE, after, {"a", "c"})] == ["dropped"]
+
+
+def test_without_column_ids_a_rename_is_reported_as_dropped_or_renamed() -> None:
+    before = _schema(("a", "int", None), ("b", "string", None))
+    (found,) = column_changes("s", 1, before, _schema(("x", "int", None)), {"a"})
+    assert found.change == "dropped" and "dropped or renamed" in found.detail
+
+
+def test_iceberg_schema_is_the_snapshots_schema_by_field_id() -> None:
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "v", StringType()),
+                    NestedField(3, "x", IntegerType()), NestedField(4, "d", DoubleType()))
+    metadata = new_table_metadata(schema, PartitionSpec(), SortOrder(), "file:///t", {})
+    found = iceberg_schema(metadata, None)
+    assert found is not None
+    assert [(c.name, c.type, c.spark_type, c.field_id) for c in found.columns] == [
+        ("id", "long", "bigint", 1), ("v", "string", "string", 2), ("x", "int", "int", 3),
+        ("d", "double", "double", 4)]
+    assert iceberg_schema(metadata, 123) is None  # no such snapshot: unknown, not an error
+
+
+def test_delta_schema_at_each_version(tmp_path) -> None:
+    path = str(tmp_path / "d")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64()), "v": ["a"]}))
+    write_deltalake(path, pa.table({"id": pa.array([2], pa.int64()), "v": ["b"],
+                                    "ts": pa.array([0], pa.timestamp("us"))}),
+                    mode="append", schema_mode="merge")
+    old, new = delta_schema(DeltaTable(path, version=0)), delta_schema(DeltaTable(path))
+    assert old.spark_types() == {"id": "bigint", "v": "string"}
+    assert new.spark_types() == {"id": "bigint", "v": "string", "ts": "timestamp_ntz"}
+    assert [c.type for c in new.columns] == ["long", "string", "timestamp_ntz"]
+    assert new.column("id") is not None and new.column("id").field_id is None  # type: ignore[union-attr]
