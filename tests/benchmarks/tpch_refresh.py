@@ -6,26 +6,32 @@ views Q1, Q3 (ORDER BY/LIMIT dropped: a view has no order) and Q5 are declared t
 Then, on the pristine tables:
 
 - scaling: a fixed change (``FIXED_ORDERS`` new orders with their line items, ~1,000 rows;
-  then the same number deleted) refreshed incrementally, repeated;
+  then the same number deleted, and, when asked, deleted once more under copy-on-write for
+  contrast) refreshed incrementally, repeated;
 - floor: a one-row Spark ``INSERT`` into a small Iceberg table through the same catalog;
 - batches (when asked): RF1 inserts ``f`` x orders new orders with their line items (Spark
   appends), refresh; RF2 deletes ``f`` x orders orders with their line items (Spark DELETE,
-  copy-on-write), refresh; ``f`` in 0.1%, 1%, 10%. Each refresh is timed for the incremental
-  view, the full view, and DuckDB's recompute of the same SQL over the same Iceberg tables
-  (ATTACH to the REST catalog);
+  merge-on-read: position delete files), refresh; ``f`` in 0.1%, 1%, 10%. Each refresh is
+  timed for the incremental view, the full view, and DuckDB's recompute of the same SQL over
+  the same Iceberg tables (ATTACH to the REST catalog); then (untimed) the incremental view's
+  rows are checked against the full view's and DuckDB's (:mod:`tests.benchmarks.verify`);
 - profile: one more fixed change refreshed under cProfile (driver side).
+
+``orders`` and ``lineitem``, the tables RF1 and RF2 change, are merge-on-read (as
+docs/change-feeds.md recommends for sources); the other six are never changed.
 """
 
 from __future__ import annotations
 
 import cProfile
-import pstats
 import re
 import shutil
 import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from catalog_api import CatalogSettings, serve_in_thread
 from lakehouse.config import parse_config
@@ -40,6 +46,8 @@ from tests.benchmarks.common import (
     reset_jvm_peak,
     save_part,
 )
+from tests.benchmarks.profile import breakdown, top_functions
+from tests.benchmarks.verify import compare
 from tests.tpch.data import generate
 from tests.tpch.queries import load
 from tests.tpch.schema import SCHEMAS, TABLES
@@ -51,6 +59,9 @@ FIXED_ORDERS = 250
 KEY_OFFSET = 1_000_000_000
 """New orders get ``key + n * KEY_OFFSET``: above every generated key (SF 3: 18M)."""
 SPARK_CONF = {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "4"}
+CHANGED = ("orders", "lineitem")
+"""The tables RF1 and RF2 change: merge-on-read (deletes write position delete files)."""
+ROW_LEVEL = ("delete", "update", "merge")
 
 
 def view_sql(query: str) -> str:
@@ -101,13 +112,17 @@ class TpchBench:
         for name in TABLES:
             frame = self.spark.read.parquet(str(self.data / f"{name}.parquet"))
             frame = frame.select(*[frame[c].cast(t).alias(c) for c, t in SCHEMAS[name].items()])
-            (frame.writeTo(self.table(name)).using("iceberg")
-             .tableProperty("format-version", "2")
-             .tableProperty("write.delete.mode", "copy-on-write")
-             .tableProperty("write.update.mode", "copy-on-write").create())
-            summary = self.runtime.catalog.load_table(f"{self.ns}.{name}").current_snapshot()
+            writer = frame.writeTo(self.table(name)).using("iceberg") \
+                .tableProperty("format-version", "2")
+            mode = "merge-on-read" if name in CHANGED else "copy-on-write"
+            for operation in ROW_LEVEL:
+                writer = writer.tableProperty(f"write.{operation}.mode", mode)
+            writer.create()
+            table = self.runtime.catalog.load_table(f"{self.ns}.{name}")
+            summary = table.current_snapshot()
             files[name] = {k: int(summary.summary[k])  # type: ignore[union-attr]
                            for k in ("total-data-files", "total-records")}
+            files[name]["row_groups"] = row_groups(table)
         return {"load_s": round(time.perf_counter() - started, 2), "tables": files}
 
     def view(self, query: str, mode: str) -> Any:
@@ -129,14 +144,26 @@ class TpchBench:
                 "spark_jobs": jobs, "load": load_average()[0],
                 **self.probe.result(jvm_heap_peak(self.spark))}
 
-    def duckdb(self, query: str) -> dict[str, Any]:
-        """DuckDB's full recompute of the view's SQL over the same Iceberg tables."""
+    def duckdb(self, query: str) -> tuple[dict[str, Any], Any]:
+        """DuckDB's full recompute of the view's SQL over the same Iceberg tables; its rows."""
         with self.probe.active():
             started = time.perf_counter()
-            rows = self.duck.execute(view_sql(query)).fetch_arrow_table().num_rows
+            rows = self.duck.execute(view_sql(query)).fetch_arrow_table()
             seconds = time.perf_counter() - started
-        return {"s": round(seconds, 3), "rows_out": rows, "load": load_average()[0],
-                **self.probe.result()}
+        return {"s": round(seconds, 3), "rows_out": rows.num_rows, "load": load_average()[0],
+                **self.probe.result()}, rows
+
+    def view_rows(self, query: str, mode: str) -> Any:
+        """The rows of a view's Iceberg table (pyiceberg, at its current snapshot)."""
+        return self.runtime.catalog.load_table(f"{self.ns}.{query}_{mode}").scan().to_arrow()
+
+    def check(self, query: str, duckdb_rows: Any | None = None) -> dict[str, Any]:
+        """The incremental view's rows against the full view's (and DuckDB's, if given)."""
+        incremental = self.view_rows(query, "incremental")
+        out = {"full": compare(incremental, self.view_rows(query, "full"))}
+        if duckdb_rows is not None:
+            out["duckdb"] = compare(incremental, duckdb_rows)
+        return out
 
     def attach_duckdb(self) -> None:
         """ATTACH the REST catalog and make the scale factor's namespace the default."""
@@ -182,34 +209,63 @@ class TpchBench:
         return {"kind": "insert", "orders": count, "rows": rows,
                 "commit_s": round(time.perf_counter() - started, 2)}
 
-    def delete_orders(self, count: int) -> dict[str, Any]:
-        """RF2: delete ``count`` original orders with their line items (copy-on-write)."""
+    def delete_orders(self, count: int, mode: str = "merge-on-read") -> dict[str, Any]:
+        """RF2: delete ``count`` original orders with their line items.
+
+        ``mode`` is the tables' ``write.delete.mode`` for this delete: ``merge-on-read``
+        (as loaded: position delete files) or ``copy-on-write`` (set for this delete only:
+        every data file holding a deleted row is rewritten).
+        """
         self.batch_number += 1
         self._keys(count, seed=1000 + self.batch_number)
         items = self.spark.sql(f"SELECT count(*) FROM {self.table('lineitem')} "
                                "JOIN bench_keys ON l_orderkey = k").first()[0]  # type: ignore
+        self._delete_mode(mode)
         started = time.perf_counter()
         self.spark.sql(f"DELETE FROM {self.table('lineitem')} "
                        "WHERE l_orderkey IN (SELECT k FROM bench_keys)")
         self.spark.sql(f"DELETE FROM {self.table('orders')} "
                        "WHERE o_orderkey IN (SELECT k FROM bench_keys)")
-        return {"kind": "delete", "orders": count, "rows": {"orders": count, "lineitem": items},
-                "commit_s": round(time.perf_counter() - started, 2)}
+        commit_s = time.perf_counter() - started
+        self._delete_mode("merge-on-read")
+        return {"kind": "delete", "mode": mode, "orders": count,
+                "rows": {"orders": count, "lineitem": items}, "commit_s": round(commit_s, 2)}
+
+    def _delete_mode(self, mode: str) -> None:
+        """Set ``write.delete.mode`` of the changed tables (a metadata-only commit)."""
+        for name in CHANGED:
+            current = self.runtime.catalog.load_table(f"{self.ns}.{name}").properties
+            if current.get("write.delete.mode") != mode:
+                self.spark.sql(f"ALTER TABLE {self.table(name)} SET TBLPROPERTIES "
+                               f"('write.delete.mode' = '{mode}')")
 
     # -- parts ---------------------------------------------------------------------------
 
-    def scaling(self, repeats: int, delete: bool) -> dict[str, Any]:
+    def scaling(self, repeats: int, delete: bool, cow_delete: bool) -> dict[str, Any]:
         """Refresh every incremental view after a fixed insert, ``repeats`` times, then after
-        a fixed delete (when ``delete``)."""
-        runs: dict[str, Any] = {"insert": [], "delete": []}
-        for kind, repeat in [("insert", r) for r in range(repeats)] + [("delete", 0)] * delete:
-            change = (self.insert_orders if kind == "insert" else self.delete_orders)(
-                FIXED_ORDERS)
+        a fixed delete (when ``delete``), then after a copy-on-write one (``cow_delete``).
+
+        One untimed fixed insert and refresh of every view comes first: the first
+        incremental refreshes of a session run cold (class loading, JIT), which would make
+        the first scale factor look slower than the next. The full views are caught up at
+        the end and every incremental view is checked against its full view (untimed).
+        """
+        self.insert_orders(FIXED_ORDERS)
+        for q in QUERIES:
+            self.runtime.refresh(self.view(q, "incremental"))
+        runs: dict[str, Any] = {"insert": [], "delete": [], "delete_cow": []}
+        plan = [("insert", r) for r in range(repeats)] + [("delete", 0)] * delete
+        for kind, repeat in plan + [("delete_cow", 0)] * cow_delete:
+            if kind == "insert":
+                change = self.insert_orders(FIXED_ORDERS)
+            else:
+                mode = "copy-on-write" if kind == "delete_cow" else "merge-on-read"
+                change = self.delete_orders(FIXED_ORDERS, mode)
             refreshes = {q: self.refresh(q, "incremental", "incremental") for q in QUERIES}
             runs[kind].append({"change": change, "refresh": refreshes, "repeat": repeat})
-        for mode in ("full",):  # catch the full views up outside the measurements
-            for q in QUERIES:
-                self.runtime.refresh(self.view(q, mode))
+        for q in QUERIES:  # catch the full views up outside the measurements
+            self.runtime.refresh(self.view(q, "full"))
+        runs["check"] = {q: self.check(q) for q in QUERIES}
         return runs
 
     def floor(self, repeats: int = 5) -> dict[str, Any]:
@@ -240,8 +296,9 @@ class TpchBench:
                 row: dict[str, Any] = {"fraction": fraction, "kind": kind, "change": change}
                 for q in QUERIES:
                     row[q] = {"incremental": self.refresh(q, "incremental", "incremental"),
-                              "full": self.refresh(q, "full", "full"),
-                              "duckdb": self.duckdb(q)}
+                              "full": self.refresh(q, "full", "full")}
+                    row[q]["duckdb"], duckdb_rows = self.duckdb(q)
+                    row[q]["check"] = self.check(q, duckdb_rows)
                 out.append(row)
                 print(f"  SF {self.sf} {fraction:.1%} {kind}: " + ", ".join(
                     f"{q} inc {row[q]['incremental']['s']:.1f}s full {row[q]['full']['s']:.1f}s "
@@ -264,22 +321,23 @@ class TpchBench:
                 out[f"{q}_{kind}"] = {"s": round(time.perf_counter() - started, 3),
                                       "spark_jobs": len(tracker.getJobIdsForGroup(group)),
                                       "load": load_average()[0],
-                                      "top": top_functions(profiler)}
+                                      "top": top_functions(profiler),
+                                      "breakdown": breakdown(profiler)}
         return out
 
 
-def top_functions(profiler: cProfile.Profile, count: int = 14) -> list[dict[str, Any]]:
-    """The project's functions by cumulative time (a refresh's Python-side call tree)."""
-    stats = pstats.Stats(profiler)
-    rows = []
-    for (filename, line, function), entry in stats.stats.items():  # type: ignore[attr-defined]
-        cumulative = entry[3]
-        match = re.search(r"/(lakehouse|ivm|sinks|pyiceberg|deltalake|pyspark/sql)/(.*)\.py$",
-                          filename)
-        if match and cumulative > 0.01:
-            rows.append({"function": f"{match.group(1)}/{match.group(2)}.py:{line} {function}",
-                         "cumulative_s": round(cumulative, 3), "calls": entry[1]})
-    return sorted(rows, key=lambda r: -r["cumulative_s"])[:count]
+def row_groups(table: Any) -> dict[str, int]:
+    """Parquet row groups of a table's current data files: count and largest, in rows.
+
+    A change feed of merge-on-read deletes reads whole row groups (those holding a deleted
+    position), so their size bounds its cost.
+    """
+    groups = []
+    for task in table.scan().plan_files():
+        with table.io.new_input(task.file.file_path).open() as stream:
+            metadata = pq.ParquetFile(stream).metadata
+            groups += [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    return {"count": len(groups), "max_rows": max(groups, default=0)}
 
 
 def generate_cached(sf: float) -> Path:
@@ -294,14 +352,16 @@ def generate_cached(sf: float) -> Path:
 
 def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: int = 3,
         fractions: tuple[float, ...] = FRACTIONS, delete_fractions: tuple[float, ...] = FRACTIONS,
-        delete_scaling_below: float = 1.0, profile_deletes: tuple[str, ...] = ("q1",),
+        delete_scaling_below: float = 10.0, profile_deletes: tuple[str, ...] = tuple(QUERIES),
+        large_fraction_below: float = 1.0, cow_delete_below: float = 1.0,
         ) -> dict[str, Any]:
     """Every scale factor in one catalog and one Spark session; results by scale factor.
 
-    Scale factors not run keep their entries from the results file. Copy-on-write deletes
-    are slow to refresh (see the doc), so from ``delete_scaling_below`` on, only the first
-    of ``delete_fractions`` runs RF2 and the fixed-delete scaling run is skipped; the delete
-    profile covers ``profile_deletes`` only.
+    Scale factors not run keep their entries from the results file. From
+    ``delete_scaling_below`` on, only the first of ``delete_fractions`` runs RF2 and the
+    fixed-delete scaling run is skipped; from ``large_fraction_below`` on, fractions of 10%
+    and more are skipped; below ``cow_delete_below`` the scaling run adds one copy-on-write
+    fixed delete. The delete profile covers ``profile_deletes``.
     """
     root = WORK / "tpch_run"
     shutil.rmtree(root, ignore_errors=True)
@@ -320,12 +380,14 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
             entry["laws"] = bench.laws()
             bench.attach_duckdb()
             print(f"TPC-H SF {sf}: scaling, floor", flush=True)
-            entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below)
+            entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below,
+                                             cow_delete=sf < cow_delete_below)
             entry["floor"] = bench.floor()
             if sf in batch_scale_factors:
                 print(f"TPC-H SF {sf}: batches", flush=True)
                 deletes = delete_fractions if sf < delete_scaling_below else delete_fractions[:1]
-                entry["batches"] = bench.batches(fractions, deletes)
+                sizes = tuple(f for f in fractions if f < 0.1 or sf < large_fraction_below)
+                entry["batches"] = bench.batches(sizes, deletes)
             print(f"TPC-H SF {sf}: profile", flush=True)
             entry["profile"] = bench.profile(profile_deletes)
             entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),

@@ -1,0 +1,77 @@
+"""The benchmark's own tools: the view-rows checker, the profile breakdown, the findings."""
+
+from __future__ import annotations
+
+import cProfile
+import time
+from decimal import Decimal
+
+import pyarrow as pa
+
+from tests.benchmarks.findings import findings
+from tests.benchmarks.profile import breakdown, categorize
+from tests.benchmarks.verify import compare
+
+
+def _view(values: list[object], keys: list[str | None]) -> pa.Table:
+    return pa.table({"k": keys, "v": pa.array(values, pa.decimal128(12, 2)), "n": [1, 2, 3]})
+
+
+def test_compare_equal_within_tolerance_and_null_keys() -> None:
+    actual = _view([Decimal("1.50"), Decimal("2.00"), None], ["x", "y", None])
+    expected = pa.table({"k": ["y", None, "x"], "v": [2.0000004, None, 1.5], "n": [2, 3, 1]})
+    assert compare(actual, expected) == {"rows": 3, "expected_rows": 3, "mismatched": 0}
+
+
+def test_compare_counts_rows_without_partner_on_both_sides() -> None:
+    actual = _view([Decimal("1.50"), Decimal("2.00"), Decimal("3.00")], ["x", "y", "z"])
+    expected = pa.table({"k": ["x", "y"], "v": [1.5, 2.01], "n": [1, 2]})
+    # y differs (one row each side), z has no partner
+    assert compare(actual, expected)["mismatched"] == 3
+
+
+def test_compare_ignores_extra_columns_of_actual() -> None:
+    actual = _view([Decimal("1"), Decimal("2"), Decimal("3")], ["a", "b", "c"]).append_column(
+        "hidden", pa.array([9, 9, 9]))
+    expected = _view([Decimal("1"), Decimal("2"), Decimal("3")], ["a", "b", "c"])
+    assert compare(actual, expected)["mismatched"] == 0
+
+
+def _code(source: str, filename: str, scope: dict[str, object]) -> None:
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102 - functions under fake paths
+
+
+def test_breakdown_splits_the_refresh_into_calls_out_of_its_own_modules() -> None:
+    scope: dict[str, object] = {"time": time}
+    _code("def feed():\n    time.sleep(0.02)\n", "/x/lakehouse/sources/iceberg.py", scope)
+    _code("def apply():\n    time.sleep(0.01)\n", "/x/sinks/iceberg.py", scope)
+    _code("def refresh():\n    feed(); inner(); apply(); sum(x() or 0 for x in [feed])\n"
+          "def inner():\n    feed()\n", "/x/lakehouse/refresh.py", scope)
+    profiler = cProfile.Profile()
+    profiler.runcall(scope["refresh"])  # type: ignore[arg-type]
+    rows = {r["function"]: r for r in breakdown(profiler)}
+    assert set(rows) >= {"lakehouse/sources/iceberg.py:1 feed", "sinks/iceberg.py:1 apply"}
+    assert rows["lakehouse/sources/iceberg.py:1 feed"]["calls"] == 3  # once via sum()
+    assert not any(name.startswith("lakehouse/refresh.py") or "sum" in name for name in rows)
+    split = categorize(list(rows.values()), total_s=1.0)
+    assert split["change feeds, snapshots"] >= 0.06
+    assert split["Iceberg sink"] >= 0.01
+    assert abs(sum(split.values()) - 1.0) < 0.01
+
+
+def _refresh(s: float) -> dict[str, object]:
+    return {"s": s, "load": 1.0, "rows_in": 1}
+
+
+def test_findings_state_measured_ratios_and_mismatches() -> None:
+    batch = {"fraction": 0.001, "kind": "insert",
+             "change": {"rows": {"orders": 1, "lineitem": 4}}}
+    for q in ("q1", "q3", "q5"):
+        batch[q] = {"incremental": _refresh(1.0), "full": _refresh(25.0),
+                    "duckdb": _refresh(0.5),
+                    "check": {"full": {"mismatched": 2 if q == "q3" else 0}}}
+    results = {"tpch": {"scale_factors": {"1": {"batches": [batch]}}}}
+    text = "\n".join(findings(results))
+    assert "3 of 3 targets met" in text
+    assert "inserts Q1 25.0×, Q3/Q5 25.0×" in text
+    assert "1 differ from the full view: SF 1 0.1% insert q3" in text
