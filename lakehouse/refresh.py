@@ -143,9 +143,9 @@ def _refresh_group(
     try:
         full_reason = expired or _full_reason(view, plan, group.old)
         if full_reason is None:
-            changed_rows = _changed_rows(view, inputs)
+            changed_rows = _changed_rows(inputs)
             full_reason = _large_change_reason(view, inputs, changed_rows)
-            result.rows_in += changed_rows or 0
+            result.rows_in += changed_rows
         if full_reason is None:
             phase("compute view delta")
             maintained = maintain(plan, inputs, states.get(view.name, group.old))
@@ -171,10 +171,11 @@ def _recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
     return Maintained(recompute(plan, inputs))
 
 
-def _changed_rows(view: ViewConfig, inputs: Mapping[str, SourceInput]) -> int | None:
-    """Rows of the change feeds; counted only under ``auto``, which decides with it."""
-    if view.refresh != "auto":
-        return None
+def _changed_rows(inputs: Mapping[str, SourceInput]) -> int:
+    """Rows of the change feeds (``rows_in``; ``auto`` decides with it too).
+
+    Cheap: each change feed is checkpointed when it is read, so this counts cached rows.
+    """
     return sum(i.delta.count() for i in inputs.values() if i.delta is not None)
 
 
@@ -189,7 +190,7 @@ def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -
 
 
 def _large_change_reason(
-    view: ViewConfig, inputs: Mapping[str, SourceInput], changed_rows: int | None
+    view: ViewConfig, inputs: Mapping[str, SourceInput], changed_rows: int
 ) -> str | None:
     """Under ``auto``: why a change this large is cheaper to recompute, or None."""
     if view.refresh != "auto" or not changed_rows:

@@ -100,6 +100,7 @@ def test_restarts_resume_and_a_sink_left_behind_catches_up(
     iceberg_only = _runtime(catalog_server, namespace, airlines, ["iceberg"])
     behind = iceberg_only.refresh(iceberg_only.config.views[0])
     assert (behind.mode, behind.sinks) == ("incremental", ["iceberg"])
+    assert behind.rows_in == 2 + 2  # two flights inserted; the airline update's -1/+1
     assert DeltaTable(delta_uri).version() == initial_version  # the Delta copy is left behind
 
     spark.sql(f"DELETE FROM {flights} WHERE flight = 2")
