@@ -95,9 +95,9 @@ def advance(form: AggregateForm, state: AggregateState, delta: DataFrame) -> Adv
 
 
 def _unit_rows(delta: DataFrame) -> DataFrame:
-    """A row of weight w as |w| rows of sign +1 or -1 (``__sign``)."""
+    """A row of weight w as |w| rows of sign +1 or -1 (``__sign``); weight 0 as none."""
     copies = F.explode(F.sequence(F.lit(1), F.abs(F.col(WEIGHT))))
-    return (delta.withColumn(SIGN, F.signum(F.col(WEIGHT)).cast("bigint"))
+    return (delta.where(F.col(WEIGHT) != 0).withColumn(SIGN, F.signum(F.col(WEIGHT)).cast("bigint"))
             .withColumn("__copy", copies).drop("__copy", WEIGHT))
 
 
