@@ -227,9 +227,9 @@ def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) ->
     """Commit a view delta to the group's sinks; returns its rows (+ and -).
 
     The delta is collected to Arrow once, for both sinks; the Iceberg sink writes it with
-    pyiceberg (one commit), or with Spark when it is larger than the sink's Arrow limit.
+    pyiceberg (one commit), or with Spark when it is larger than the sink's Arrow limit
+    (which then evaluates the delta again: a rare, large refresh).
     """
-    delta = delta.localCheckpoint(eager=True)
     changes = to_arrow(delta)
     counted(changes.num_rows)
     failpoint("before-iceberg-commit")
@@ -250,7 +250,6 @@ def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) ->
 
 def _replace(sinks: ViewSinks, group: _Group, rows: DataFrame) -> int:
     """Replace the group's sinks' content by ``rows``; returns the number of rows."""
-    rows = rows.localCheckpoint(eager=True)
     content = to_arrow(rows)
     counted(content.num_rows)
     failpoint("before-iceberg-commit")
