@@ -8,8 +8,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from ivm.aggregate_form import (
@@ -20,6 +22,7 @@ from ivm.aggregate_form import (
     state_output,
 )
 from ivm.aggregate_state import AggregateState, advance, build
+from ivm.change_keys import arrow_keys, spark_keys
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
@@ -58,11 +61,14 @@ class SourceInput:
             the source before (the old snapshot is empty).
         delta: The change feed from old to new as a Z-set (source columns plus
             ``_weight`` int64); None when the source did not advance.
+        delta_arrow: The same change feed as an Arrow table, when the caller has it:
+            the change's join keys are then read from it, without a Spark job.
     """
 
     new: DataFrame
     old: DataFrame | None = None
     delta: DataFrame | None = None
+    delta_arrow: pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,8 @@ def maintain(
         if form is None or state is None:
             return Maintained(consolidate(_delta(scope, plan.query)))
         advanced = advance(form, state, _delta(scope, form.rows()))
-        sides = [with_weight(_output(scope, plan, form, advanced.state.arg_types, rows), weight)
+        schema = _as_written(scope, plan).schema
+        sides = [with_weight(_output(scope, form, advanced.state.arg_types, rows, schema), weight)
                  for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
         return Maintained(consolidate(sides[0].union(sides[1])), advanced.state)
 
@@ -145,7 +152,8 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
         state = _build(scope, form, "new") if form is not None else None
         if form is None or state is None:
             return Maintained(_as_written(scope, plan))
-        return Maintained(_output(scope, plan, form, state.arg_types, state.rows), state)
+        schema = _as_written(scope, plan).schema
+        return Maintained(_output(scope, form, state.arg_types, state.rows, schema), state)
 
 
 def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
@@ -165,6 +173,7 @@ class _Scope:
     spark: SparkSession
     prefix: str
     changed: set[str]
+    arrows: dict[str, pa.Table] = field(default_factory=dict)
     registered: list[str] = field(default_factory=list)
     counter: Iterator[int] = field(default_factory=count)
 
@@ -196,7 +205,8 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope
         raise IvmError(f"no input for sources {missing}", view=plan.view)
     spark = next(iter(inputs.values())).new.sparkSession
     changed = {s for s in plan.sources if inputs[s].delta is not None}
-    scope = _Scope(spark, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed)
+    arrows = {s: inputs[s].delta_arrow for s in changed if inputs[s].delta_arrow is not None}
+    scope = _Scope(spark, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed, arrows)
     for source in plan.sources:
         state = inputs[source]
         scope.register(state.new, "new", source)
@@ -239,7 +249,8 @@ def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
 def _restricted_term(scope: _Scope, query: exp.Select, position: int) -> exp.Select:
     """The delta term of the table at ``position``, its partners cut to the key range.
 
-    See :mod:`ivm.key_ranges`; the bounds cost one small Spark job over the change feed.
+    See :mod:`ivm.key_ranges`; the keys are read from the change's Arrow table when the
+    caller gave one, else with one small Spark job over the change feed.
     """
     term = delta_term(query, position, scope.relation)
     table = block_tables(query)[position]
@@ -247,11 +258,11 @@ def _restricted_term(scope: _Scope, query: exp.Select, position: int) -> exp.Sel
     if not pairs:
         return term
     names = sorted({mine.name for mine, _ in pairs})
-    change = scope.spark.table(scope.relation("delta", table.name))
-    found = change.agg(*[f(name) for name in names for f in (F.min, F.max)]).first()
-    assert found is not None  # a global aggregate has one row
-    bounds = {name: (found[2 * k], found[2 * k + 1]) for k, name in enumerate(names)}
-    return restricted(term, pairs, bounds)
+    arrow = scope.arrows.get(table.name)
+    keys = arrow_keys(arrow, names) if arrow is not None else None
+    if keys is None:
+        keys = spark_keys(scope.spark.table(scope.relation("delta", table.name)), names)
+    return restricted(term, pairs, keys)
 
 
 def _lift_derived_tables(scope: _Scope, query: exp.Select) -> exp.Select:
@@ -345,14 +356,18 @@ def _build(scope: _Scope, form: AggregateForm, role: str) -> AggregateState | No
     return build(form, rows, types)
 
 
-def _output(scope: _Scope, plan: ViewPlan, form: AggregateForm, arg_types: Sequence[str],
-            state_rows: DataFrame) -> DataFrame:
-    """The view's rows of some groups, from their state rows, in the view's own types."""
+def _output(scope: _Scope, form: AggregateForm, arg_types: Sequence[str],
+            state_rows: DataFrame, schema: StructType) -> DataFrame:
+    """The view's rows of some groups, from their state rows.
+
+    Named and typed as ``schema``: the view's own, from :func:`_as_written`.
+    """
     name = scope.register(state_rows, "state")
-    rows = scope.run(state_output(form, arg_types, name))
-    schema = _as_written(scope, plan).schema
-    return rows.toDF(*schema.names).select(
-        *[F.col(f.name).cast(f.dataType) for f in schema.fields])
+    rows = scope.run(state_output(form, arg_types, name)).toDF(*schema.names)
+    types = [f.dataType for f in rows.schema.fields]
+    if types == [f.dataType for f in schema.fields]:
+        return rows
+    return rows.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
 
 
 def _as_written(scope: _Scope, plan: ViewPlan) -> DataFrame:

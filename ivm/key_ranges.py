@@ -9,21 +9,39 @@ key range it overlaps instead of all of them: sideways information passing
 (Ives and Taylor, "Sideways Information Passing for Push-Style Query Processing",
 ICDE 2008), with the filter made static so that file pruning can use it.
 
-Pure functions over sqlglot expressions; the bounds are computed by the evaluator.
+When the change has few distinct keys, ``B.k IN (...)`` is added as well: Spark then
+drops every partner row that cannot join before the join (Iceberg also prunes files
+with an ``IN`` of up to 200 values, and keeps the ``BETWEEN`` for larger ones).
+
+Pure functions over sqlglot expressions; the keys are found by :mod:`ivm.change_keys`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 
 from sqlglot import exp
 
 from ivm.shape import block_tables
 
-Bound = tuple[object, object]
-"""The lowest and highest value of a column in a change feed (None: no rows)."""
+
+@dataclass(frozen=True)
+class KeyValues:
+    """The values of one join column in a change feed.
+
+    Attributes:
+        low: The lowest non-null value (None: the change has none).
+        high: The highest non-null value (None: the change has none).
+        values: Every distinct non-null value, when there are few enough to list
+            (:data:`ivm.change_keys.IN_LIST_MAX`); None otherwise.
+    """
+
+    low: object
+    high: object
+    values: tuple[object, ...] | None = None
 
 
 def join_columns(query: exp.Select, alias: str) -> list[tuple[exp.Column, exp.Column]]:
@@ -60,29 +78,35 @@ def _column_pair(conjunct: exp.Expr, alias: str) -> tuple[exp.Column, exp.Column
 
 
 def restricted(term: exp.Select, pairs: Sequence[tuple[exp.Column, exp.Column]],
-               bounds: Mapping[str, Bound]) -> exp.Select:
-    """``term`` with ``other.col BETWEEN lo AND hi`` for each pair whose bounds are known.
+               keys: Mapping[str, KeyValues]) -> exp.Select:
+    """``term`` with ``other.col BETWEEN lo AND hi`` (and ``IN``) for each known pair.
 
     Args:
         term: A delta term (its tables already point at their relations).
         pairs: From :func:`join_columns` for the term's changed table.
-        bounds: Bounds by the changed table's column name; a column whose change has
+        keys: Values by the changed table's column name; a column whose change has
             no non-null value makes the term empty (``FALSE``: NULL never joins).
     """
     others = {t.alias_or_name for t in block_tables(term)}
     conditions: list[exp.Expr] = []
     for mine, other in pairs:
-        if other.table not in others or mine.name not in bounds:
-            continue
-        low, high = bounds[mine.name]
-        if low is None or high is None:
-            conditions.append(exp.false())
-            continue
-        low_literal, high_literal = _literal(low), _literal(high)
-        if low_literal is None or high_literal is None:
-            continue
-        conditions.append(exp.Between(this=other.copy(), low=low_literal, high=high_literal))
+        if other.table in others and mine.name in keys:
+            conditions += _conditions(other, keys[mine.name])
     return term.where(*conditions, copy=False) if conditions else term
+
+
+def _conditions(column: exp.Column, keys: KeyValues) -> list[exp.Expr]:
+    """What restricts ``column`` to ``keys``: a range, and the values when listed."""
+    if keys.low is None or keys.high is None:
+        return [exp.false()]
+    low, high = _literal(keys.low), _literal(keys.high)
+    if low is None or high is None:
+        return []
+    conditions: list[exp.Expr] = [exp.Between(this=column.copy(), low=low, high=high)]
+    literals = [_literal(v) for v in keys.values or ()]
+    if len(literals) > 1 and all(literal is not None for literal in literals):
+        conditions.append(exp.In(this=column.copy(), expressions=literals))
+    return conditions
 
 
 def _literal(value: object) -> exp.Expr | None:

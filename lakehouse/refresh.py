@@ -174,9 +174,10 @@ def _recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
 def _changed_rows(inputs: Mapping[str, SourceInput]) -> int:
     """Rows of the change feeds (``rows_in``; ``auto`` decides with it too).
 
-    Cheap: each change feed is checkpointed when it is read, so this counts cached rows.
+    Cheap: a change feed is either in Arrow already or checkpointed when it is read.
     """
-    return sum(i.delta.count() for i in inputs.values() if i.delta is not None)
+    return sum(i.delta_arrow.num_rows if i.delta_arrow is not None else i.delta.count()
+               for i in inputs.values() if i.delta is not None)
 
 
 def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -> str | None:
@@ -212,13 +213,15 @@ def _inputs(
         reader = readers[name]
         before, after = old.get(name), new.get(name)
         changed = after is not None and before != after
-        delta = None
-        if changed and after is not None:  # read several times: computed once
-            delta = reader.change_feed(before, after).localCheckpoint(eager=True)
+        feed = reader.change_feed(before, after) if changed and after is not None else None
+        delta = feed.rows if feed is not None else None
+        if feed is not None and not feed.materialized:  # read several times: computed once
+            delta = feed.rows.localCheckpoint(eager=True)
         inputs[name] = SourceInput(
             new=reader.snapshot(after),
             old=reader.snapshot(before) if before is not None else None,
             delta=delta,
+            delta_arrow=feed.arrow if feed is not None else None,
         )
     return inputs
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import NullType, StructType
 
 
 class ArrowBridge:
@@ -26,11 +28,18 @@ class ArrowBridge:
         self.scratch_dir = scratch_dir
 
     def to_spark(self, table: pa.Table) -> DataFrame:
-        """Return ``table`` as a Spark DataFrame (same columns; strings as string)."""
+        """Return ``table`` as a Spark DataFrame (same columns; strings as string).
+
+        The file's schema is given to the reader, which otherwise runs a Spark job to
+        read it back from the file's footer.
+        """
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
         path = self.scratch_dir / f"{uuid.uuid4().hex}.parquet"
-        pq.write_table(_plain_types(table), path)
-        return self.spark.read.parquet(str(path))
+        plain = plain_types(table)
+        pq.write_table(plain, path)
+        schema = _spark_schema(plain.schema)
+        reader = self.spark.read if schema is None else self.spark.read.schema(schema)
+        return reader.parquet(str(path))
 
     def clear(self) -> None:
         """Delete every file this bridge wrote."""
@@ -38,7 +47,22 @@ class ArrowBridge:
             path.unlink(missing_ok=True)
 
 
-def _plain_types(table: pa.Table) -> pa.Table:
+def _spark_schema(schema: pa.Schema) -> StructType | None:
+    """The Spark schema of the Parquet file pyarrow writes for ``schema``.
+
+    As Spark would infer it; None for Arrow types PySpark does not map (Spark then
+    infers it).
+    """
+    try:
+        spark_schema = from_arrow_schema(schema, prefer_timestamp_ntz=True)
+    except TypeError:  # PySpark raises TypeError (UNSUPPORTED_DATA_TYPE...) for e.g. uint64
+        return None
+    if any(isinstance(f.dataType, NullType) for f in spark_schema.fields):
+        return None  # an all-null column: as Spark reads it
+    return spark_schema
+
+
+def plain_types(table: pa.Table) -> pa.Table:
     """Cast view types (string_view, large_string) that Spark's Parquet reader lacks."""
     fields = []
     for field in table.schema:

@@ -2,9 +2,39 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import to_arrow_schema
+
+
+@dataclass(frozen=True)
+class ChangeFeed:
+    """A source's change between two versions, as a consolidated Z-set.
+
+    Attributes:
+        rows: The table's columns (as at the new version) plus ``_weight`` (int64).
+        arrow: The same rows as an Arrow table when the reader computed the change in
+            Arrow; ``rows`` then reads a local file holding them, cheap to read again.
+            None when Spark computes the change: ``rows`` is then a plan over the
+            table's files, worth materializing once before it is read several times.
+    """
+
+    rows: DataFrame
+    arrow: pa.Table | None = None
+
+    @classmethod
+    def empty(cls, rows: DataFrame) -> ChangeFeed:
+        """No change: ``rows`` with no rows (the table's columns plus ``_weight``)."""
+        frame = rows.limit(0)
+        return cls(frame, to_arrow_schema(frame.schema).empty_table())
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the change is already computed (``arrow`` holds it)."""
+        return self.arrow is not None
 
 
 class SourceReader(Protocol):
@@ -24,10 +54,6 @@ class SourceReader(Protocol):
         """The table's rows at ``version`` (empty, with the current schema, for None)."""
         ...
 
-    def change_feed(self, old: int | None, new: int) -> DataFrame:
-        """The change from ``old`` (exclusive) to ``new`` (inclusive) as a Z-set.
-
-        Returns:
-            The table's columns plus ``_weight`` (int64), consolidated.
-        """
+    def change_feed(self, old: int | None, new: int) -> ChangeFeed:
+        """The change from ``old`` (exclusive) to ``new`` (inclusive) as a Z-set."""
         ...

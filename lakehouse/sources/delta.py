@@ -19,7 +19,9 @@ from pyspark.sql import DataFrame
 
 from ivm import WEIGHT, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
-from lakehouse.sources.arrow_bridge import ArrowBridge
+from lakehouse.sources.arrow_bridge import ArrowBridge, plain_types
+from lakehouse.sources.arrow_diff import consolidate as consolidate_arrow
+from lakehouse.sources.base import ChangeFeed
 from lakehouse.sources.delta_files import file_change
 
 log = logging.getLogger(__name__)
@@ -67,7 +69,7 @@ class DeltaSourceReader:
         table = self._table(version)
         return self.bridge.to_spark(pa.table(table.to_pyarrow_table()))
 
-    def change_feed(self, old: int | None, new: int) -> DataFrame:
+    def change_feed(self, old: int | None, new: int) -> ChangeFeed:
         """The change between two versions as a consolidated Z-set.
 
         Reads Delta's change data feed when it is on over the whole range; otherwise
@@ -75,7 +77,8 @@ class DeltaSourceReader:
         reads whole rewritten files: costlier, so it logs a warning).
 
         Returns:
-            The table's columns plus ``_weight`` (int64).
+            The table's columns plus ``_weight`` (int64), computed in Arrow
+            (``ChangeFeed.arrow``) except from the empty version (``old`` None).
 
         Raises:
             SnapshotExpiredError: Files or log entries the change needs were vacuumed or
@@ -83,9 +86,9 @@ class DeltaSourceReader:
             SourceError: The table or a version cannot be read.
         """
         if old is None:
-            return consolidate(with_weight(self.snapshot(new)))
+            return ChangeFeed(consolidate(with_weight(self.snapshot(new))))
         if old == new:
-            return with_weight(self.snapshot(new).limit(0))
+            return ChangeFeed.empty(with_weight(self.snapshot(new)))
         if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
             changes = self._read_or_expired(old, lambda: self._cdf(old, new))
         else:
@@ -95,7 +98,8 @@ class DeltaSourceReader:
                 "which reads every rewritten file whole", self.name, old + 1, new)
             before, after = self._at(old), self._at(new)
             changes = self._read_or_expired(old, lambda: file_change(before, after))
-        return consolidate(self.bridge.to_spark(changes))
+        changes = consolidate_arrow(plain_types(changes))
+        return ChangeFeed(self.bridge.to_spark(changes), changes)
 
     def _at(self, version: int) -> DeltaTable:
         """The table at ``version``; SnapshotExpiredError when its log is gone."""

@@ -49,7 +49,7 @@ def before(reader: IcebergSourceReader, old: int, new: int) -> DataFrame:
     sides = []
     for version, weight in ((new, 1), (old, -1)):
         frame = reader.bridge.to_spark(_arrow_rows(table, version, paths, schema))
-        sides.append(with_weight(frame.select(*_aligned(frame, columns)), weight))
+        sides.append(with_weight(frame.selectExpr(*_aligned(frame, columns)), weight))
     return consolidate(sides[0].unionByName(sides[1]))
 
 
@@ -108,7 +108,7 @@ def main() -> None:
                 timings = {}
                 rows = {}
                 for label, feed in (("before", lambda o, n, r=reader: before(r, o, n)),
-                                    ("after", reader.change_feed)):
+                                    ("after", lambda o, n, r=reader: r.change_feed(o, n).rows)):
                     timings[label], rows[label] = _timed(feed, old, new)
                 assert rows["before"] == rows["after"], mode
                 result = {"mode": mode, "repeat": repeat,

@@ -39,7 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ivm import consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
-from lakehouse.sources.base import SourceReader
+from lakehouse.sources.base import ChangeFeed, SourceReader
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.sources.iceberg_feed import ArrowChangeFeed, arrow_change_feed, scan_tasks
@@ -54,8 +54,11 @@ ROWS = [(i, f"v{i}") for i in range(1, 9)]
 MODES = ("copy-on-write", "merge-on-read")
 
 
-def _feed(frame: DataFrame) -> dict[tuple[object, ...], int]:
-    rows = frame.collect()
+def _feed(change: ChangeFeed) -> dict[tuple[object, ...], int]:
+    rows = change.rows.collect()
+    if change.arrow is not None:  # the Arrow copy is the same Z-set
+        assert change.arrow.num_rows == len(rows)
+        assert change.arrow.column_names == change.rows.columns
     feed = {normal_row(row[:-1]): row[-1] for row in rows}
     assert len(feed) == len(rows), "a consolidated change feed has each row once"
     assert all(feed.values()), "a consolidated change feed has no zero weights"
@@ -219,7 +222,7 @@ def test_iceberg_compaction_reads_nothing(spark, iceberg) -> None:
     assert chain is not None and chain[0].summary.operation.value == "replace"
     assert changed_files(metadata, reader._table().io, chain).paths == set()
     for each in readers:
-        assert each.change_feed(versions[-1], compacted).count() == 0
+        assert each.change_feed(versions[-1], compacted).rows.count() == 0
     # A delete after the compaction hits the compacted file: the range must read it whole.
     versions += [compacted, _sql(spark, reader, f"DELETE FROM {table} WHERE id = 7")]
     Exact(*readers).steps(versions)
@@ -387,7 +390,7 @@ def test_iceberg_float_zeros_and_nan_consolidate_as_spark_groups(spark, iceberg)
     def rows(frame: DataFrame) -> list[tuple[object, ...]]:
         return sorted((r[0], "NaN" if r[1] != r[1] else repr(r[1]), r[2]) for r in frame.collect())
 
-    assert rows(floats.change_feed(old, new)) == rows(spark_feed) == [
+    assert rows(floats.change_feed(old, new).rows) == rows(spark_feed) == [
         (1, "0.0", -2), (4, "1.0", -1)]
 
 
@@ -501,7 +504,7 @@ def test_delta_compaction_is_no_change_and_vacuum_raises(spark, tmp_path: Path) 
         write_deltalake(path, _delta_rows(chunk), mode="append")
     DeltaTable(path).optimize.compact()
     reader = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", path)
-    assert reader.change_feed(2, 3).count() == 0
+    assert reader.change_feed(2, 3).rows.count() == 0
     DeltaTable(path).delete("id = 1")
     Exact(reader).check(2, 4)
     DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 from ivm import SourceInput, ViewPlan, compile_view, maintain, recompute, reload
+from lakehouse.spark.arrow import to_arrow
 from tests.conftest import multiset, normal_row
 
 pytestmark = pytest.mark.spark
@@ -181,12 +182,14 @@ def _ticks(spark: SparkSession, plan: ViewPlan, start: list[tuple], batches: lis
         old = {"flights": flights, "airlines": airlines}
         flights, airlines = _step(flights, airlines, batch)
         new = {"flights": flights, "airlines": airlines}
-        inputs = {
-            name: SourceInput(_frame(spark, new[name], schema),
-                              _frame(spark, old[name], schema),
-                              _zset(spark, old[name], new[name], schema))
-            for name, schema in spark_rows.items()
-        }
+        inputs = {}
+        for name, schema in spark_rows.items():
+            delta = _zset(spark, old[name], new[name], schema)
+            # Every other tick the change feeds come in Arrow too, as sources give them:
+            # their join keys (IN lists) are then read from Arrow, else by a Spark job.
+            inputs[name] = SourceInput(_frame(spark, new[name], schema),
+                                       _frame(spark, old[name], schema), delta,
+                                       to_arrow(delta) if tick % 2 else None)
         # Every other tick drops the aggregate state, which is then rebuilt from @old.
         maintained = maintain(plan, inputs, kept if tick % 2 == 0 else None)
         kept = maintained.state

@@ -34,6 +34,7 @@ from ivm import (
     referenced_sources,
     reload,
 )
+from lakehouse.spark.arrow import to_arrow
 from tests.conftest import multiset, normal_row
 from tests.tpch.data import apply_batch, generate, plan_batches, read_tables
 from tests.tpch.queries import NUMBERS, load
@@ -161,8 +162,12 @@ def test_query_text_matches_duckdb(number: int, spark: SparkSession, tpch_temp_v
 
 def _inputs(plan: ViewPlan, old: Tables | None, new: Tables, delta: Tables,
             ) -> dict[str, SourceInput]:
-    """Every table the view reads (subqueries included), as a refresh would pass them."""
-    return {s: SourceInput(new[s], None if old is None else old[s], delta.get(s))
+    """Every table the view reads (subqueries included), as a refresh passes them.
+
+    Change feeds come in Arrow too, as sources give them (join keys are read from it).
+    """
+    return {s: SourceInput(new[s], None if old is None else old[s], delta.get(s),
+                           to_arrow(delta[s]) if s in delta else None)
             for s in sorted(referenced_sources(plan.sql))}
 
 

@@ -3,11 +3,13 @@
 import datetime as dt
 from decimal import Decimal
 
+import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
 from ivm import compile_view
-from ivm.key_ranges import join_columns, restricted
+from ivm.change_keys import IN_LIST_MAX, arrow_keys
+from ivm.key_ranges import KeyValues, join_columns, restricted
 
 SCHEMAS = {
     "orders": {"o_orderkey": "bigint", "o_custkey": "bigint", "o_date": "date"},
@@ -37,7 +39,8 @@ def test_restricted_adds_between_with_typed_literals() -> None:
     query = _query("SELECT o.o_orderkey, l.l_qty FROM orders o JOIN lineitem l "
                    "ON l.l_orderkey = o.o_orderkey AND l.l_qty = o.o_custkey")
     pairs = join_columns(query, "o")
-    term = restricted(query.copy(), pairs, {"o_orderkey": (7, 42), "o_custkey": (None, None)})
+    term = restricted(query.copy(), pairs,
+                      {"o_orderkey": KeyValues(7, 42), "o_custkey": KeyValues(None, None)})
     where = term.args["where"].sql("spark")
     assert "l.l_orderkey BETWEEN 7 AND 42" in where
     assert "FALSE" in where  # a change whose key is all NULL joins nothing
@@ -46,12 +49,41 @@ def test_restricted_adds_between_with_typed_literals() -> None:
 def test_literals_round_trip_through_spark_sql_text() -> None:
     query = _query("SELECT o.o_orderkey FROM orders o JOIN lineitem l ON l.l_qty = o.o_custkey")
     term = restricted(query.copy(), join_columns(query, "l"),
-                      {"l_qty": (Decimal("-1.50"), Decimal("20.00"))})
+                      {"l_qty": KeyValues(Decimal("-1.50"), Decimal("20.00"))})
     text = term.sql("spark")
     assert "BETWEEN -1.50 AND 20.00" in text
     assert sqlglot.parse_one(text, dialect="spark").sql("spark") == text
     dated = _query("SELECT o.o_orderkey FROM orders o JOIN orders p ON p.o_date = o.o_date")
     term = restricted(dated.copy(), join_columns(dated, "o"),
-                      {"o_date": (dt.date(1995, 1, 1), dt.date(1995, 3, 1))})
+                      {"o_date": KeyValues(dt.date(1995, 1, 1), dt.date(1995, 3, 1))})
     assert "BETWEEN CAST('1995-01-01' AS DATE) AND CAST('1995-03-01' AS DATE)" in term.sql(
         "spark")
+
+
+def test_listed_values_add_an_in_list_next_to_the_range() -> None:
+    query = _query("SELECT o.o_orderkey, l.l_qty FROM orders o JOIN lineitem l "
+                   "ON l.l_orderkey = o.o_orderkey")
+    pairs = join_columns(query, "o")
+    term = restricted(query.copy(), pairs, {"o_orderkey": KeyValues(7, 42, (7, 19, 42))})
+    where = term.args["where"].sql("spark")
+    assert "l.l_orderkey BETWEEN 7 AND 42" in where
+    assert "l.l_orderkey IN (7, 19, 42)" in where
+    single = restricted(query.copy(), pairs, {"o_orderkey": KeyValues(7, 7, (7,))})
+    assert "IN (" not in single.args["where"].sql("spark")  # the range is already exact
+
+
+def test_arrow_keys_reads_bounds_and_distinct_values_without_nulls() -> None:
+    change = pa.table({"k": pa.array([5, None, 3, 5, 9], pa.int64()),
+                       "d": pa.array([Decimal("1.50"), None, None, Decimal("-2.00"), None],
+                                     pa.decimal128(7, 2)),
+                       "n": pa.array([None] * 5, pa.int64()),
+                       "_weight": pa.array([1, 1, -1, -1, 1], pa.int64())})
+    keys = arrow_keys(change, ["k", "d", "n"])
+    assert keys is not None
+    assert (keys["k"].low, keys["k"].high, sorted(keys["k"].values or ())) == (3, 9, [3, 5, 9])
+    assert (keys["d"].low, keys["d"].high) == (Decimal("-2.00"), Decimal("1.50"))
+    assert keys["n"] == KeyValues(None, None)
+    assert arrow_keys(change, ["missing"]) is None
+    many = pa.table({"k": pa.array(range(IN_LIST_MAX + 1), pa.int64())})
+    wide = arrow_keys(many, ["k"])
+    assert wide is not None and wide["k"] == KeyValues(0, IN_LIST_MAX, None)
