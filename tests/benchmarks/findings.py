@@ -10,6 +10,8 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+from lakehouse.config import DEFAULT_FULL_REFRESH_RATIO
+from tests.benchmarks.crossings import KINDS, RATIO_STEP, crossovers, ratio_from
 from tests.benchmarks.profile import categorize
 from tests.benchmarks.targets import (
     FIXED_KINDS,
@@ -47,7 +49,8 @@ def _loads(node: Any) -> list[float]:
 
 def _intro(results: dict[str, Any]) -> str:
     parts = [f"{_span(_loads(results[p]))} during the {label}" for p, label in
-             (("tpch", "TPC-H part"), ("catalog", "catalog part"), ("freshness", "freshness run"))
+             (("tpch", "TPC-H part"), ("catalog", "catalog part"), ("freshness", "freshness run"),
+              ("crossover", "crossover part"))
              if _loads(results.get(p))]
     return ("Measured on a shared 2-core machine; the 1-minute load average was "
             + ", ".join(parts) + " (*load* columns). Above 2, other processes competed for the "
@@ -232,6 +235,40 @@ def _checks(sfs: dict[str, Any]) -> str | None:
     return text
 
 
+def _crossover(part: dict[str, Any]) -> str | None:
+    found = crossovers(part)
+    if not found:
+        return None
+    by_view = "; ".join(
+        f"{q.upper()} " + ", ".join(f"{k}s {found[(q, k)].text()}" for k in KINDS
+                                    if (q, k) in found)
+        for q in part["queries"])
+    ratio = ratio_from(found)
+    checks = [b[q]["check"]["full"]["mismatched"] for b in part["batches"]
+              for q in part["queries"] if "check" in b[q]]
+    wrong = sum(m > 0 for m in checks)
+    text = (f"**Crossover** (SF {part['scale_factor']:g}, section *Crossover*): Spark's full "
+            "refresh becomes faster than the incremental one at a change of " + by_view
+            + f" of the view's sources' rows. In {len(checks)} checks (every view after every "
+            "batch) the incremental view " + ("equalled the full one." if not wrong else
+                                              f"differed from the full one {wrong} times."))
+    below = [f"{q.upper()} {k}s" for (q, k), c in found.items() if c.bound == "below"]
+    if below:
+        text += (" For " + ", ".join(below) + " the full refresh was faster at every share "
+                 "measured: at this scale the incremental plan's fixed cost (its Spark jobs) "
+                 "exceeds a full refresh whatever the change's size, which no threshold on the "
+                 "size can separate; a threshold low enough to catch them would recompute "
+                 "almost every change of the other views in full.")
+    if ratio is None:
+        return text + " No crossover lies in the measured range: this run cannot place " \
+                      "`full_refresh_ratio`."
+    verdict = ("which is the default" if abs(ratio - DEFAULT_FULL_REFRESH_RATIO) < 1e-9 else
+               f"but the default is {DEFAULT_FULL_REFRESH_RATIO:g}: update "
+               "`lakehouse/config.py`")
+    return text + (f" The lowest of the others, rounded down to {RATIO_STEP:.0%}, gives "
+                   f"`full_refresh_ratio` {ratio:g}, {verdict}.")
+
+
 def _catalog(cat: dict[str, Any]) -> list[str]:
     if not cat:
         return []
@@ -269,7 +306,7 @@ def findings(results: dict[str, Any]) -> list[str]:
     sfs = results.get("tpch", {}).get("scale_factors", {})
     items = [_summary(targets(results))] + _speed(sfs) + _growth(sfs)
     items += [_scaling(sfs), _floor(sfs), _profile(sfs), _deletes(sfs), _delete_costs(sfs),
-              _checks(sfs)]
+              _checks(sfs), _crossover(results.get("crossover", {}))]
     items += _catalog(results.get("catalog", {})) + [_freshness(results.get("freshness", {}))]
     lines = ["## Findings", "", _intro(results), ""]
     lines += [f"{i}. {text}" for i, text in enumerate((t for t in items if t), start=1)]
