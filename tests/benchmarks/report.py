@@ -262,9 +262,10 @@ def _crossover(part: dict[str, Any]) -> list[str]:
              "incremental refresh and its Spark full refresh (same SQL, same sinks) are timed "
              "side by side. *share* is the change as `auto` weighs it: the change feeds' rows "
              "(*change rows*, `RefreshResult.rows_in`) over the rows of the view's sources at "
-             "the new version (*input rows*, from table metadata). A delete's share is taken "
-             "after the delete, so deleting 60% of the orders is a change of 150% of what is "
-             "left. After each fraction's insert and delete, `orders` and `lineitem` are "
+             "the new version (*input rows*, from table metadata). A fraction's delete follows "
+             "its insert, whose new orders stay: an insert of *f* is a share of about "
+             "*f*/(1+*f*), the delete of *f* one of about *f*. After each fraction's insert "
+             "and delete, `orders` and `lineitem` are "
              "overwritten with the generated data again and the incremental views catch up "
              "(untimed): every fraction starts from the loaded tables, since deletes would "
              "otherwise exhaust the orders, and leftover position deletes and appended files "
@@ -296,32 +297,36 @@ def _crossover(part: dict[str, Any]) -> list[str]:
                     [[q] + [f[(q, k)].text() if (q, k) in f else "–" for f in (wall, cpu)
                             for k in KINDS] for q in queries])
     lines += ["![crossover](benchmarks/crossover.png)", ""]
-    _plot_crossover(part, wall)
+    _plot_crossover(part)
     return lines
 
 
-def _plot_crossover(part: dict[str, Any], found: dict[tuple[str, str], Any]) -> None:
+def _plot_crossover(part: dict[str, Any]) -> None:
+    """Wall time (top row) and CPU time (bottom row) by change share, one column per view."""
     queries = part["queries"]
-    fig, axes = plt.subplots(1, len(queries), figsize=(5 * len(queries), 4.5), sharey=True)
-    for ax, q in zip(axes, queries, strict=True):
-        for kind, style in (("insert", "-o"), ("delete", "--s")):
-            measured = points(part["batches"], q, kind)
-            shares = [100 * p[0] for p in measured]
-            ax.plot(shares, [p[1] for p in measured], style, color="tab:green",
-                    label=f"incremental, {kind}")
-            ax.plot(shares, [p[2] for p in measured], style, color="tab:red",
-                    label=f"full, {kind}")
-            c = found.get((q, kind))
-            if c is not None and c.bound == "at":
-                ax.axvline(100 * c.share, color="grey", ls=style[:-1], lw=0.8)
-        ax.axvline(100 * DEFAULT_FULL_REFRESH_RATIO, color="black", ls=":",
-                   label="default full_refresh_ratio")
-        ax.set_xscale("log")
-        ax.set_title(f"TPC-H {q.upper()} view, SF {part['scale_factor']:g}")
-        ax.set_xlabel("change share (% of the sources' rows, log)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("refresh wall time (s)")
-    axes[0].legend(fontsize=7)
+    fig, axes = plt.subplots(2, len(queries), figsize=(5 * len(queries), 8), sharex=True)
+    for row, (metric, label) in enumerate((("s", "wall time (s)"), ("cpu_s", "CPU time (s)"))):
+        found = crossovers(part, metric)
+        for ax, q in zip(axes[row], queries, strict=True):
+            for kind, style in (("insert", "-o"), ("delete", "--s")):
+                measured = points(part["batches"], q, kind, metric)
+                shares = [100 * p[0] for p in measured]
+                ax.plot(shares, [p[1] for p in measured], style, color="tab:green",
+                        label=f"incremental, {kind}")
+                ax.plot(shares, [p[2] for p in measured], style, color="tab:red",
+                        label=f"full, {kind}")
+                c = found.get((q, kind))
+                if c is not None and c.bound == "at":
+                    ax.axvline(100 * c.share, color="grey", ls=style[:-1], lw=0.8)
+            ax.axvline(100 * DEFAULT_FULL_REFRESH_RATIO, color="black", ls=":",
+                       label="default full_refresh_ratio")
+            ax.set_xscale("log")
+            ax.set_title(f"TPC-H {q.upper()} view, SF {part['scale_factor']:g}")
+            ax.grid(alpha=0.3)
+            if row == 1:
+                ax.set_xlabel("change share (% of the sources' rows, log)")
+        axes[row][0].set_ylabel(f"refresh {label}")
+    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(PLOTS / "crossover.png", dpi=90)
     plt.close(fig)
