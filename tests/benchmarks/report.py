@@ -320,11 +320,10 @@ def _plot_crossover(part: dict[str, Any]) -> None:
                     ax.axvline(100 * c.share, color="grey", ls=style[:-1], lw=0.8)
             ax.axvline(100 * DEFAULT_FULL_REFRESH_RATIO, color="black", ls=":",
                        label="default full_refresh_ratio")
-            ax.set_xscale("log")
             ax.set_title(f"TPC-H {q.upper()} view, SF {part['scale_factor']:g}")
             ax.grid(alpha=0.3)
             if row == 1:
-                ax.set_xlabel("change share (% of the sources' rows, log)")
+                ax.set_xlabel("change share (% of the sources' rows)")
         axes[row][0].set_ylabel(f"refresh {label}")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
