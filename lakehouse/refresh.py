@@ -144,7 +144,7 @@ def _refresh_group(
         full_reason = expired or _full_reason(view, plan, group.old)
         if full_reason is None:
             changed_rows = _changed_rows(inputs)
-            full_reason = _large_change_reason(view, inputs, changed_rows)
+            full_reason = _large_change_reason(view, readers, group.new, changed_rows)
             result.rows_in += changed_rows
         if full_reason is None:
             phase("compute view delta")
@@ -191,12 +191,17 @@ def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -
 
 
 def _large_change_reason(
-    view: ViewConfig, inputs: Mapping[str, SourceInput], changed_rows: int
+    view: ViewConfig, readers: Mapping[str, SourceReader], new: Mapping[str, int],
+    changed_rows: int,
 ) -> str | None:
-    """Under ``auto``: why a change this large is cheaper to recompute, or None."""
+    """Under ``auto``: why a change this large is cheaper to recompute, or None.
+
+    The sources' rows at the ``new`` frontier are counted from table metadata
+    (:meth:`SourceReader.row_count`): no Spark job.
+    """
     if view.refresh != "auto" or not changed_rows:
         return None
-    input_rows = sum(i.new.count() for i in inputs.values())
+    input_rows = sum(readers[name].row_count(version) for name, version in new.items())
     if changed_rows <= view.full_refresh_ratio * input_rows:
         return None
     share = changed_rows / max(input_rows, 1)

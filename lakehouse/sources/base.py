@@ -1,4 +1,4 @@
-"""What the tick needs from a source: versions, snapshots and the change feed."""
+"""What the tick needs from a source: versions, snapshots, row counts and the change feed."""
 
 from __future__ import annotations
 
@@ -56,4 +56,13 @@ class SourceReader(Protocol):
 
     def change_feed(self, old: int | None, new: int) -> ChangeFeed:
         """The change from ``old`` (exclusive) to ``new`` (inclusive) as a Z-set."""
+        ...
+
+    def row_count(self, version: int) -> int:
+        """The table's rows at ``version``, from metadata alone (no Spark job, no data read).
+
+        The ``auto`` refresh policy compares the change feed's rows with it. Exact for
+        appends, deletes and rewrites; an upper bound where deletes are recorded in a way
+        the metadata cannot count (Iceberg equality deletes, Delta deletion vectors).
+        """
         ...

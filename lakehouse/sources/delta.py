@@ -23,6 +23,7 @@ from lakehouse.sources.arrow_bridge import ArrowBridge, plain_types
 from lakehouse.sources.arrow_diff import consolidate as consolidate_arrow
 from lakehouse.sources.base import ChangeFeed
 from lakehouse.sources.delta_files import file_change
+from lakehouse.sources.row_counts import delta_row_count
 
 log = logging.getLogger(__name__)
 # How delta-rs and pyarrow word a data file that is gone.
@@ -134,6 +135,17 @@ class DeltaSourceReader:
                     f"({error})", source=self.name, version=old) from None
             raise SourceError(f"change since version {old} unavailable: {error}",
                               source=self.name) from None
+
+    def row_count(self, version: int) -> int:
+        """Rows at ``version``, from the add actions' statistics (no data file is read).
+
+        An upper bound for tables with deletion vectors
+        (:func:`lakehouse.sources.row_counts.delta_row_count`).
+
+        Raises:
+            SourceError: The table or ``version`` cannot be opened.
+        """
+        return delta_row_count(self._table(version))
 
 
 def _weights(change_type: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -32,6 +32,7 @@ from lakehouse.sources.base import ChangeFeed
 from lakehouse.sources.iceberg_feed import arrow_change_feed
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_lineage import lineage
+from lakehouse.sources.row_counts import iceberg_row_count
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,17 @@ class IcebergSourceReader:
             if paths is not None:
                 frame = frame.where(F.col("_file").isin(sorted(paths)))
         return frame.selectExpr(*_aligned(frame, columns))
+
+    def row_count(self, version: int) -> int:
+        """Live rows of snapshot ``version``, from its summary (no data file is read).
+
+        An upper bound while the snapshot has equality deletes
+        (:func:`lakehouse.sources.row_counts.iceberg_row_count`).
+
+        Raises:
+            SourceError: The table or snapshot ``version`` does not exist.
+        """
+        return iceberg_row_count(self._table(), version, self.name)
 
 
 def _arrow_rows(table: Table, version: int, paths: set[str] | None, schema: Schema) -> pa.Table:

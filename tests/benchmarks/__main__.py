@@ -1,8 +1,9 @@
 """Run the benchmarks and write docs/benchmarks.md: ``python -m tests.benchmarks [--help]``.
 
-The defaults (what ``make bench`` runs) take about half an hour on 2 cores (more under load):
-TPC-H SF 0.1 and 1 (batches of 0.1%, 1% and, at SF 0.1, 10%), the catalog load test, and 50
-freshness commits. ``--parts tpch,freshness`` leaves the catalog results as they are.
+The defaults (what ``make bench`` runs) take about 45 minutes on 2 cores (more under load):
+TPC-H SF 0.1 and 1 (batches of 0.1%, 1% and, at SF 0.1, 10%), the catalog load test, 50
+freshness commits, and the crossover of incremental and full refreshes (batches of 5% to 60%
+at SF 0.1, about 12 minutes). ``--parts tpch,freshness`` leaves the other results as they are.
 
 Each part replaces its own entry in ``docs/benchmarks/results.json``; the document and its
 plots are then regenerated from that file alone.
@@ -15,7 +16,7 @@ import time
 
 from tests.benchmarks.common import load_average, machine, save_part
 
-PARTS = ("tpch", "catalog", "freshness")
+PARTS = ("tpch", "catalog", "freshness", "crossover")
 
 
 def _floats(text: str) -> list[float]:
@@ -43,6 +44,10 @@ def main() -> None:
                              "fixed delete, for contrast")
     parser.add_argument("--repeats", type=int, default=3, help="fixed-change repetitions")
     parser.add_argument("--commits", type=int, default=50, help="freshness: source commits")
+    parser.add_argument("--crossover-scale-factor", type=float, default=0.1,
+                        help="crossover: the TPC-H scale factor")
+    parser.add_argument("--crossover-fractions", default="0.05,0.1,0.2,0.3,0.45,0.6",
+                        help="crossover: batch sizes, as fractions of the orders")
     parser.add_argument("--report-only", action="store_true",
                         help="only regenerate docs/benchmarks.md from results.json")
     args = parser.parse_args()
@@ -78,6 +83,10 @@ def _run(part: str, args: argparse.Namespace) -> dict:
         from tests.benchmarks import freshness
 
         return freshness.run(args.commits)
+    if part == "crossover":
+        from tests.benchmarks import crossover
+
+        return crossover.run(args.crossover_scale_factor, tuple(_floats(args.crossover_fractions)))
     raise SystemExit(f"unknown part {part!r}; expected one of {PARTS}")
 
 

@@ -144,3 +144,22 @@ def save_part(name: str, data: Any) -> None:
     results.setdefault("machine", machine())
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def process_cpu_s() -> float:
+    """Seconds of CPU (user + system) used so far by this process and its live children.
+
+    In local mode the JVM is a child of the driver, so the difference around a refresh is
+    the CPU it cost on both sides: unlike wall time, it barely grows when other processes
+    compete for the cores.
+    """
+    processes = [psutil.Process()]
+    processes += processes[0].children(recursive=True)
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:  # a child that ended meanwhile
+            continue
+        total += times.user + times.system
+    return total

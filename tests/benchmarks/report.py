@@ -11,7 +11,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from lakehouse.config import DEFAULT_FULL_REFRESH_RATIO  # noqa: E402
 from tests.benchmarks.common import RESULTS, ROOT, read_results  # noqa: E402
+from tests.benchmarks.crossings import KINDS, crossovers, points  # noqa: E402
 from tests.benchmarks.findings import findings  # noqa: E402
 from tests.benchmarks.profile import CATEGORIES, categorize  # noqa: E402
 from tests.benchmarks.targets import QUERIES, TARGETS, fixed, share, targets  # noqa: E402
@@ -52,7 +54,7 @@ def _machine(results: dict[str, Any]) -> list[str]:
              f"{m.get('os')}, Python {m.get('python')}. Spark `local[2]` (driver 8 GiB for "
              "TPC-H), catalog on SQLite, warehouse on the local disk.", ""]
     rows = []
-    for part in ("tpch", "catalog", "freshness"):
+    for part in ("tpch", "catalog", "freshness", "crossover"):
         meta = results.get(part, {}).get("_meta")
         if meta:
             rows.append([part, meta["started"], f"{meta['wall_s']:.0f}",
@@ -243,6 +245,92 @@ def _profiles(tpch: dict[str, Any]) -> list[str]:
             ) if lines else []
 
 
+# -- crossover -----------------------------------------------------------------------------
+
+
+def _crossover(part: dict[str, Any]) -> list[str]:
+    batches = part.get("batches")
+    if not batches:
+        return []
+    sf, queries = part["scale_factor"], part["queries"]
+    lines = ["## Crossover: when a full refresh is cheaper", "",
+             f"Under `refresh: auto` a view is recomputed in full when its change feeds' rows "
+             f"exceed `full_refresh_ratio` (default {DEFAULT_FULL_REFRESH_RATIO:g}) times its "
+             f"sources' rows. Here, at TPC-H SF {sf:g}, batches of growing size (fractions "
+             "of the orders, with their line items) are inserted (RF1) and deleted (RF2, "
+             "merge-on-read) as in *TPC-H refreshes*, and after each one every view's "
+             "incremental refresh and its Spark full refresh (same SQL, same sinks) are timed "
+             "side by side. *share* is the change as `auto` weighs it: the change feeds' rows "
+             "(*change rows*, `RefreshResult.rows_in`) over the rows of the view's sources at "
+             "the new version (*input rows*, from table metadata). A fraction's delete follows "
+             "its insert, whose new orders stay: an insert of *f* is a share of about "
+             "*f*/(1+*f*), the delete of *f* one of about *f*. After each fraction's insert "
+             "and delete, `orders` and `lineitem` are "
+             "overwritten with the generated data again and the incremental views catch up "
+             "(untimed): every fraction starts from the loaded tables, since deletes would "
+             "otherwise exhaust the orders, and leftover position deletes and appended files "
+             "would make later full refreshes slower than the first.", ""]
+    rows = []
+    for b in batches:
+        change = b["change"]["rows"]
+        for q in queries:
+            r = b[q]
+            inc, full = r["incremental"], r["full"]
+            rows.append([_pct(b["fraction"]), b["kind"], f"{change['orders']}+{change['lineitem']}",
+                         q, r["change_rows"], r["input_rows"], _pct(r["share"]), _s(inc["s"]),
+                         _s(full["s"]), _x(full["s"] / inc["s"]), _s(inc["cpu_s"]),
+                         _s(full["cpu_s"]), _x(full["cpu_s"] / inc["cpu_s"]),
+                         inc["spark_jobs"], _check(r.get("check"), "full"), inc["load"]])
+    lines += _table(["batch", "kind", "orders+lineitem rows", "view", "change rows",
+                     "input rows", "share", "inc s", "full s", "full/inc", "inc CPU s",
+                     "full CPU s", "CPU full/inc", "inc Spark jobs", "= full", "load"], rows)
+    wall, cpu = crossovers(part), crossovers(part, "cpu_s")
+    lines += ["*CPU s*: CPU time of the driver process and the JVM (its child) during the "
+              "refresh; unlike wall time it barely grows when other processes compete for the "
+              "cores, but it counts both cores' work where the refresh used both. The "
+              "crossover is interpolated linearly (in incremental − full) between the largest "
+              "share at which the incremental refresh was faster and the next one; *above*: "
+              "incremental was faster at every share measured; *below*: full was faster at "
+              "every share measured.", ""]
+    lines += _table(["view"] + [f"{k} crossover, {m}" for m in ("wall time", "CPU time")
+                                for k in KINDS],
+                    [[q] + [f[(q, k)].text() if (q, k) in f else "–" for f in (wall, cpu)
+                            for k in KINDS] for q in queries])
+    lines += ["![crossover](benchmarks/crossover.png)", ""]
+    _plot_crossover(part)
+    return lines
+
+
+def _plot_crossover(part: dict[str, Any]) -> None:
+    """Wall time (top row) and CPU time (bottom row) by change share, one column per view."""
+    queries = part["queries"]
+    fig, axes = plt.subplots(2, len(queries), figsize=(5 * len(queries), 8), sharex=True)
+    for row, (metric, label) in enumerate((("s", "wall time (s)"), ("cpu_s", "CPU time (s)"))):
+        found = crossovers(part, metric)
+        for ax, q in zip(axes[row], queries, strict=True):
+            for kind, style in (("insert", "-o"), ("delete", "--s")):
+                measured = points(part["batches"], q, kind, metric)
+                shares = [100 * p[0] for p in measured]
+                ax.plot(shares, [p[1] for p in measured], style, color="tab:green",
+                        label=f"incremental, {kind}")
+                ax.plot(shares, [p[2] for p in measured], style, color="tab:red",
+                        label=f"full, {kind}")
+                c = found.get((q, kind))
+                if c is not None and c.bound == "at":
+                    ax.axvline(100 * c.share, color="grey", ls=style[:-1], lw=0.8)
+            ax.axvline(100 * DEFAULT_FULL_REFRESH_RATIO, color="black", ls=":",
+                       label="default full_refresh_ratio")
+            ax.set_title(f"TPC-H {q.upper()} view, SF {part['scale_factor']:g}")
+            ax.grid(alpha=0.3)
+            if row == 1:
+                ax.set_xlabel("change share (% of the sources' rows)")
+        axes[row][0].set_ylabel(f"refresh {label}")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(PLOTS / "crossover.png", dpi=90)
+    plt.close(fig)
+
+
 # -- catalog, freshness, memory ------------------------------------------------------------
 
 
@@ -380,7 +468,8 @@ def write_report(results: dict[str, Any] | None = None) -> Path:
     lines += ["## Targets", ""]
     lines += _table(["target", "goal", "measured", "verdict"], targets(results))
     lines += findings(results)
-    lines += _tpch(tpch) + _scaling(tpch) + _catalog(results.get("catalog", {}))
+    lines += _tpch(tpch) + _scaling(tpch) + _crossover(results.get("crossover", {}))
+    lines += _catalog(results.get("catalog", {}))
     lines += _freshness(results.get("freshness", {})) + _memory(results) + _profiles(tpch)
     lines += OTHER
     DOC.write_text("\n".join(lines).rstrip() + "\n")

@@ -42,6 +42,7 @@ from tests.benchmarks.common import (
     MemoryProbe,
     jvm_heap_peak,
     load_average,
+    process_cpu_s,
     read_results,
     reset_jvm_peak,
     save_part,
@@ -130,17 +131,18 @@ class TpchBench:
         return self.runtime.config.view(f"{self.ns}.{query}_{mode}")
 
     def refresh(self, query: str, mode: str, expect: str) -> dict[str, Any]:
-        """Refresh one view; wall time, rows, peak memory and load."""
+        """Refresh one view; wall time, CPU time (driver and JVM), rows, peak memory, load."""
         reset_jvm_peak(self.spark)
         group = f"bench-{query}-{mode}-{time.monotonic_ns()}"
         self.spark.sparkContext.setJobGroup(group, group)
         with self.probe.active():
-            started = time.perf_counter()
+            started, cpu_s = time.perf_counter(), process_cpu_s()
             result = self.runtime.refresh(self.view(query, mode))
-            seconds = time.perf_counter() - started
+            seconds, cpu_s = time.perf_counter() - started, process_cpu_s() - cpu_s
         jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
         assert result.mode == expect, (query, mode, result.mode, result.reason)
-        return {"s": round(seconds, 3), "rows_in": result.rows_in, "rows_out": result.rows_out,
+        return {"s": round(seconds, 3), "cpu_s": round(cpu_s, 3), "rows_in": result.rows_in,
+                "rows_out": result.rows_out,
                 "spark_jobs": jobs, "load": load_average()[0],
                 **self.probe.result(jvm_heap_peak(self.spark))}
 
