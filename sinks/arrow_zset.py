@@ -62,7 +62,7 @@ class Deleted:
 
 
 def deleted_rows(rows: pa.Table, delta: pa.Table, key: Sequence[str] | None,
-                 connection: duckdb.DuckDBPyConnection | None = None) -> Deleted:
+                 connect: Callable[[], duckdb.DuckDBPyConnection] | None = None) -> Deleted:
     """The rows of ``rows`` that ``delta`` deletes.
 
     Keyed views (``key`` given): every row whose key equals the key of any delta row,
@@ -74,7 +74,8 @@ def deleted_rows(rows: pa.Table, delta: pa.Table, key: Sequence[str] | None,
         rows: Current rows of the table (at least the compared columns).
         delta: The view's columns plus ``_weight`` (int64), consolidated.
         key: The view's unique key, or None.
-        connection: A DuckDB connection to use (one is opened if needed and none given).
+        connect: Gives the DuckDB connection to use, called only if DuckDB is needed (the
+            caller closes it); by default one is opened and closed here.
     """
     columns = list(key) if key is not None else data_columns(delta)
     if key is not None:
@@ -87,11 +88,11 @@ def deleted_rows(rows: pa.Table, delta: pa.Table, key: Sequence[str] | None,
         if not len(candidates):
             return Deleted(np.empty(0, np.int64), np.empty(0, np.int64))
         rows = rows.take(pa.array(candidates))
-    if connection is None:
+    if connect is None:
         with duckdb.connect() as own:  # own connection: callers may run in threads
             found = _matched(own, rows, delta, columns, key is not None)
     else:
-        found = _matched(connection, rows, delta, columns, key is not None)
+        found = _matched(connect(), rows, delta, columns, key is not None)
     if candidates is not None:
         found = Deleted(candidates[found.positions], found.changes)
     return found

@@ -1,14 +1,15 @@
 """Time one small refresh's commit to each sink of a long-lived view, step by step.
 
 ``python -m tests.benchmarks.sink_commit [--rows 100] [--history 80] [--delta 8] [--repeats 7]
-[--profile] [--floor]``
+[--key k] [--profile] [--floor]``
 
 A keyed view table of ``--rows`` rows (bigint key, string, decimal, date, int) gets
 ``--history`` small commits first (a long-lived view's sink: that many snapshots, manifests
 and Delta log entries); then ``--repeats`` refreshes (after one warm-up) are timed, each
 with a fresh sink object as a refresh makes: ``frontier()``, ``ensure_table()`` (Iceberg)
 and the apply of a consolidated keyed ``--delta``-row Z-set (half the rows -1 old, half +1
-new, same keys), Iceberg and Delta apart. For Iceberg the catalog requests of each step are
+new, same keys; ``--key k,n`` for a two-column key as ``GROUP BY a, b`` gives), Iceberg and
+Delta apart. For Iceberg the catalog requests of each step are
 counted (the pyiceberg HTTP session's responses). ``--profile`` prints one more refresh of
 each sink under cProfile. ``--floor`` also starts Spark and times the floor (median one-row
 Spark ``INSERT`` into Iceberg through the same catalog), as ``tests/benchmarks/sink_apply.py``.
@@ -44,7 +45,6 @@ from sinks.iceberg import IcebergSink
 
 SCHEMA = pa.schema([("k", pa.int64()), ("name", pa.string()), ("amount", pa.decimal128(12, 2)),
                     ("day", pa.date32()), ("n", pa.int32())])
-KEY = ["k"]
 NO_SPARK = cast(SparkSession, None)
 """The Arrow path of the Iceberg sink never touches Spark."""
 
@@ -94,13 +94,13 @@ def _timed(steps: dict[str, float], name: str, fn: Callable[[], object]) -> None
 
 
 def _iceberg_refresh(catalog: RestCatalog, identifier: str, delta: pa.Table, round_: int,
-                     log: RequestLog | None = None) -> dict[str, Any]:
+                     key: list[str], log: RequestLog | None = None) -> dict[str, Any]:
     sink = IcebergSink(NO_SPARK, catalog, "lakehouse", identifier)
     steps: dict[str, Any] = {}
     requests_by_step: dict[str, list[str]] = {}
     for name, fn in (("frontier", sink.frontier),
                      ("ensure_table", lambda: sink.ensure_table(SCHEMA)),
-                     ("apply", lambda: sink.apply_arrow(delta, KEY, {"s": round_}))):
+                     ("apply", lambda: sink.apply_arrow(delta, key, {"s": round_}))):
         _timed(steps, name, fn)
         if log is not None:
             requests_by_step[name] = log.take()
@@ -110,11 +110,11 @@ def _iceberg_refresh(catalog: RestCatalog, identifier: str, delta: pa.Table, rou
     return steps
 
 
-def _delta_refresh(uri: str, delta: pa.Table, round_: int) -> dict[str, Any]:
+def _delta_refresh(uri: str, delta: pa.Table, round_: int, key: list[str]) -> dict[str, Any]:
     sink = DeltaSink(uri, app_id="lakehouse:bench")
     steps: dict[str, Any] = {}
     _timed(steps, "frontier", sink.frontier)
-    _timed(steps, "apply", lambda: sink.apply(delta, KEY, {"s": round_}))
+    _timed(steps, "apply", lambda: sink.apply(delta, key, {"s": round_}))
     steps["total"] = sum(steps.values())
     return steps
 
@@ -163,10 +163,12 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=80)
     parser.add_argument("--delta", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--key", default="k", help="the view's key columns (k, name, n, ...)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=35, help="cProfile lines shown")
     parser.add_argument("--floor", action="store_true")
     args = parser.parse_args()
+    key = args.key.split(",")
     root = Path(tempfile.mkdtemp(prefix="sink_commit_"))
     (root / "warehouse").mkdir()
     settings = CatalogSettings(warehouse=(root / "warehouse").as_uri(),
@@ -183,25 +185,26 @@ def main() -> None:
         DeltaSink(uri, app_id="lakehouse:bench").replace(_content(args.rows), {"s": 0})
         for round_ in range(1, args.history + 1):
             delta = _delta(args.delta, args.rows, round_)
-            _iceberg_refresh(catalog, identifier, delta, round_)
-            _delta_refresh(uri, delta, round_)
+            _iceberg_refresh(catalog, identifier, delta, round_, key)
+            _delta_refresh(uri, delta, round_, key)
         log = RequestLog(catalog)
         start = args.history + 1
         rounds = range(start, start + args.repeats + 1)
         iceberg = [_iceberg_refresh(catalog, identifier, _delta(args.delta, args.rows, r), r,
-                                    log) for r in rounds][1:]
-        delta_runs = [_delta_refresh(uri, _delta(args.delta, args.rows, r), r)
+                                    key, log) for r in rounds][1:]
+        delta_runs = [_delta_refresh(uri, _delta(args.delta, args.rows, r), r, key)
                       for r in rounds][1:]
-        print(f"history: {args.history} commits, {args.rows} rows, delta {args.delta} rows, "
+        print(f"history: {args.history} commits, {args.rows} rows, key {key}, "
+              f"delta {args.delta} rows, "
               f"load {[round(x, 2) for x in os.getloadavg()]}")
         print(f"iceberg: {_summary(iceberg)}")
         print(f"delta:   {_summary(delta_runs)}")
         if args.profile:
             last = rounds[-1] + 1
             print(_profile(lambda: _iceberg_refresh(
-                catalog, identifier, _delta(args.delta, args.rows, last), last), args.top))
+                catalog, identifier, _delta(args.delta, args.rows, last), last, key), args.top))
             print(_profile(lambda: _delta_refresh(
-                uri, _delta(args.delta, args.rows, last), last), args.top))
+                uri, _delta(args.delta, args.rows, last), last, key), args.top))
         if args.floor:
             print(f"floor: {_floor(settings, server.uri, args.repeats)}")
         print(f"load {[round(x, 2) for x in os.getloadavg()]}")
