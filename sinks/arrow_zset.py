@@ -7,7 +7,7 @@ null-safe (``IS NOT DISTINCT FROM``): a NULL key matches a NULL key, as in SQL `
 Most rows of a file are not deleted: Arrow's ``is_in`` first keeps the rows whose every
 compared column of an exactly comparable type (integers, strings, dates, timestamps,
 decimals, booleans, binary; not floats, where NaN and -0.0 compare differently) holds a
-value of the delta, and only those reach DuckDB. A single such key column needs no DuckDB.
+value of the delta, and only those reach DuckDB. A key made of such columns needs no DuckDB.
 """
 
 from __future__ import annotations
@@ -133,32 +133,52 @@ _EXACT: tuple[Callable[[pa.DataType], bool], ...] = (
 ``is_in`` tells -0.0 from 0.0)."""
 
 
-def _in_delta(rows: pa.Table, delta: pa.Table, column: str) -> pa.ChunkedArray | None:
-    """Index of the first delta row with an equal ``column`` value, per row (null-safe).
+def _delta_values(rows: pa.Table, delta: pa.Table, column: str) -> pa.Array | None:
+    """The distinct values of ``delta[column]`` as ``rows[column]``'s type (NULL included).
 
     Returns:
-        Per row of ``rows`` that index (int32) or null; None when the column's type does
-        not compare exactly.
+        None when the column's type does not compare exactly, or the values do not cast.
     """
     kind = rows.schema.field(column).type
     if not any(test(kind) for test in _EXACT):
         return None
     try:
-        values = delta[column].combine_chunks().cast(kind)
-        return pc.index_in(rows[column], value_set=values, skip_nulls=False)
+        return pc.unique(delta[column].combine_chunks().cast(kind))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
 
 
+def _codes(column: pa.ChunkedArray | pa.Array, values: pa.Array) -> np.ndarray:
+    """Per value of ``column``: its index in ``values`` (null-safe), or -1 if absent."""
+    index = pc.index_in(column, value_set=values, skip_nulls=False)
+    return np.asarray(pc.fill_null(index, -1).to_numpy(zero_copy_only=False), np.int64)
+
+
 def _exact_key(rows: pa.Table, delta: pa.Table, key: list[str]) -> Deleted | None:
-    """:func:`deleted_rows` of a one-column key of an exact type, by Arrow alone."""
-    index = _in_delta(rows, delta, key[0]) if len(key) == 1 else None
-    if index is None:
+    """:func:`deleted_rows` of a key whose columns all compare exactly, by Arrow alone.
+
+    Each key column's values become their index among the delta's distinct values; the
+    indexes of one row, in mixed radix, are one int64 code, and a row is deleted by the
+    first delta row of equal code. None when a column does not compare exactly, or the
+    codes would not fit in an int64.
+    """
+    if not key:
         return None
-    found = pc.is_valid(index).to_numpy(zero_copy_only=False)
-    positions = np.flatnonzero(found).astype(np.int64)
-    changes = index.filter(pc.is_valid(index)).to_numpy(zero_copy_only=False)
-    return Deleted(positions, np.asarray(changes, np.int64))
+    found = np.ones(rows.num_rows, dtype=bool)
+    row_codes = np.zeros(rows.num_rows, np.int64)
+    delta_codes = np.zeros(delta.num_rows, np.int64)
+    radix = 1
+    for column in key:
+        values = _delta_values(rows, delta, column)
+        if values is None or (radix := radix * max(len(values), 1)) > 2**62:
+            return None
+        codes = _codes(rows[column], values)
+        found &= codes >= 0
+        row_codes = row_codes * len(values) + np.maximum(codes, 0)
+        delta_codes = delta_codes * len(values) + _codes(delta[column].cast(values.type), values)
+    index = _codes(pa.array(row_codes), pa.array(delta_codes))
+    positions = np.flatnonzero(found & (index >= 0)).astype(np.int64)
+    return Deleted(positions, index[positions])
 
 
 def _candidates(rows: pa.Table, delta: pa.Table, columns: list[str]) -> np.ndarray | None:
@@ -170,9 +190,9 @@ def _candidates(rows: pa.Table, delta: pa.Table, columns: list[str]) -> np.ndarr
     """
     mask: np.ndarray | None = None
     for column in columns:
-        index = _in_delta(rows, delta, column)
-        if index is not None:
-            hit = pc.is_valid(index).to_numpy(zero_copy_only=False)
+        values = _delta_values(rows, delta, column)
+        if values is not None:
+            hit = _codes(rows[column], values) >= 0
             mask = hit if mask is None else mask & hit
     return None if mask is None else np.flatnonzero(mask).astype(np.int64)
 

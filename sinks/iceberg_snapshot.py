@@ -22,7 +22,8 @@ small refresh of a long-lived view stays cheap:
 - ``Transaction.table_metadata`` replays the staged updates and deep-copies the whole
   metadata (every snapshot) on each read, and one commit reads it about twenty times:
   :class:`_Transaction` computes it once per staged state (what apache/iceberg-python
-  pull request 3302 / 3784 does upstream).
+  pull request 3302 / 3784 does upstream), and not at all while nothing is staged, so one
+  commit copies the metadata once (to read its uuid, in ``commit_transaction``).
 - An overwrite carries every manifest of the parent snapshot forward, including the
   manifests of earlier overwrites that hold only ``DELETED`` entries, so the manifest list
   grows by one per refresh and each commit reads them all: :class:`_Overwrite` keeps only
@@ -99,16 +100,16 @@ def commit_snapshot(table: Table, removed: list[DataFile], added: list[DataFile]
             loaded; nothing changed.
     """
     transaction = _Transaction(table)
-    transaction.set_properties(dict(properties))
     update = transaction.update_snapshot(snapshot_properties=dict(properties))
     producer = (_Overwrite(operation=Operation.OVERWRITE, transaction=transaction, io=table.io,
                            branch=MAIN_BRANCH, snapshot_properties=dict(properties))
                 if removed else update.fast_append())
-    with producer:
+    with producer:  # built on the loaded metadata: nothing staged yet, nothing copied
         for data_file in removed:
             producer.delete_data_file(data_file)
         for data_file in added:
             producer.append_data_file(data_file)
+    transaction.set_properties(dict(properties))
     transaction.commit_transaction()
     snapshot = table.current_snapshot()
     assert snapshot is not None  # a snapshot was just committed
@@ -119,7 +120,8 @@ class _Transaction(Transaction):
     """pyiceberg's transaction whose staged metadata is computed once per staged state.
 
     The state is the table's metadata and the tuple of staged updates, both replaced (never
-    mutated) when they change, so identity tells when to recompute.
+    mutated) when they change, so identity tells when to recompute. With nothing staged it
+    is the table's own metadata, not a copy.
     """
 
     _memo: tuple[TableMetadata, tuple[TableUpdate, ...], TableMetadata] | None = None
@@ -127,6 +129,8 @@ class _Transaction(Transaction):
     @property
     def table_metadata(self) -> TableMetadata:
         """The table's metadata with the staged updates applied (do not mutate it)."""
+        if not self._updates:
+            return self._table.metadata
         memo = self._memo
         if memo is None or memo[0] is not self._table.metadata or memo[1] is not self._updates:
             memo = self._memo = (self._table.metadata, self._updates, super().table_metadata)

@@ -127,12 +127,27 @@ def _no_duckdb() -> duckdb.DuckDBPyConnection:
     raise AssertionError("the DuckDB join ran")
 
 
-def test_rows_with_no_value_of_the_delta_never_reach_duckdb() -> None:
+def test_exact_keys_and_rows_with_no_value_of_the_delta_never_reach_duckdb() -> None:
     table = _table([(k, "v") for k in range(1000)])
     delta = _delta([(5000, "x", -1)])
     assert not len(deleted_rows(table, delta, ["k", "v"], _no_duckdb).positions)
     assert not len(deleted_rows(table, delta, None, _no_duckdb).positions)
     one_key = deleted_rows(table, _delta([(5, "x", 1), (None, "y", 1)]), ["k"], _no_duckdb)
     assert one_key.positions.tolist() == [5] and one_key.changes.tolist() == [0]
-    with pytest.raises(AssertionError, match="join ran"):  # a row that may match: DuckDB
-        deleted_rows(table, _delta([(5, "v", -1)]), ["k", "v"], _no_duckdb)
+    two_keys = deleted_rows(table, _delta([(7, "w", -1), (6, "v", -1), (5, "v", 1)]),
+                            ["k", "v"], _no_duckdb)
+    assert two_keys.positions.tolist() == [5, 6] and two_keys.changes.tolist() == [2, 1]
+    with pytest.raises(AssertionError, match="join ran"):  # copies to count: DuckDB
+        deleted_rows(table, _delta([(5, "v", -1)]), None, _no_duckdb)
+
+
+def test_exact_key_compares_values_across_arrow_types_of_one_column() -> None:
+    """The table's file may read back large strings or another time zone name than the delta."""
+    moment = [1_700_000_000_000_000, 1_700_000_000_000_001]
+    table = pa.table({"s": pa.array(["a", "b"], pa.large_string()),
+                      "t": pa.array(moment, pa.timestamp("us", "UTC"))})
+    delta = pa.table({"s": pa.array(["b", "a"], pa.string()),
+                      "t": pa.array([moment[1], moment[1]], pa.timestamp("us", "+00:00")),
+                      "_weight": pa.array([-1, 1], pa.int64())})
+    found = deleted_rows(table, delta, ["s", "t"], _no_duckdb)
+    assert found.positions.tolist() == [1] and found.changes.tolist() == [0]
