@@ -295,3 +295,28 @@ def test_small_refreshes_keep_the_data_files_and_manifest_list_from_growing(
                            if r["_change_type"] == kind) for kind in ("INSERT", "DELETE")}
     assert moved["INSERT"] - moved["DELETE"] == table - Counter(initial)
     assert moved["DELETE"] - moved["INSERT"] == Counter(initial) - table
+
+
+def test_remaining_rows_past_the_gather_limit_go_to_several_files(
+    spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    identifier = f"{catalog_namespace}.gathered"
+    sink = _load(spark, rest_catalog, identifier, [_row(k) for k in range(10)])
+    table = Counter(_row(k) for k in range(10))
+    for start in (100, 200):  # two more files
+        delta = [(_row(k), 1) for k in range(start, start + 3)]
+        _apply(sink, spark, delta, ["k"], {"s": 2})
+        table = _expected(table, delta, key=True)
+    monkeypatch.setattr("sinks.iceberg_rewrite.GATHER_BYTES", 1)  # write every part at once
+    delta = [(_row(k), -1) for k in (1, 101, 201)] + [(_row(k, "new"), 1) for k in (1, 101)]
+    _apply(_sink(spark, rest_catalog, identifier), spark, delta, ["k"], {"s": 3})
+    table = _expected(table, delta, key=True)
+    assert len(_data_files(rest_catalog.load_table(identifier))) == 4  # 3 rests + the inserts
+    _assert_reads(spark, rest_catalog, identifier, table)
+    monkeypatch.undo()
+    delta = [(_row(1, "new"), -1), (_row(0), -1), (_row(300), 1)]  # the inserts' file, the first
+    _apply(_sink(spark, rest_catalog, identifier), spark, delta, ["k"], {"s": 4})
+    table = _expected(table, delta, key=True)
+    assert len(_data_files(rest_catalog.load_table(identifier))) == 3  # 2 files -> 1
+    _assert_reads(spark, rest_catalog, identifier, table)
