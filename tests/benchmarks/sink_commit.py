@@ -26,6 +26,7 @@ import datetime as dt
 import io
 import os
 import pstats
+import shutil
 import statistics
 import tempfile
 import time
@@ -210,6 +211,7 @@ def main() -> None:
         print(f"load {[round(x, 2) for x in os.getloadavg()]}")
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
