@@ -4,6 +4,13 @@ Each commit carries the new frontier and the refresh state
 (:mod:`sinks.refresh_state`) in its commit info (``custom_metadata``) and an application
 transaction ``(app_id, version)`` that advances with every refresh
 (Delta protocol, "Transaction Identifiers"), so a replayed tick is recognised.
+
+The application transaction's version is the commit's table version plus one: every commit
+is made without retries on the version :meth:`DeltaSink.frontier` read, so it lands at that
+version + 1, and the number strictly increases from one commit of the view to the next
+without reading the table's transactions back (``DeltaTable.transaction_version`` replays
+the log). It equals what counting the refreshes gave before (a view table is written by its
+sink only: the commit at version v was the (v + 1)-th), and exceeds it otherwise.
 """
 
 from __future__ import annotations
@@ -98,7 +105,7 @@ class DeltaSink:
 
     def _properties(self, frontier: Frontier) -> CommitProperties:
         table = self._base_table()
-        version = (table.transaction_version(self.app_id) or 0) + 1 if table else 1
+        version = app_transaction_version(table.version() if table is not None else None)
         state = self.refresh_states.state(frontier, self._started_ms)
         return CommitProperties(
             custom_metadata=freshness_properties(frontier, state),
@@ -132,6 +139,19 @@ class DeltaSink:
              .execute())
         except DeltaError as error:
             raise SinkError(f"merge failed: {error}", table=self.uri) from error
+
+
+def app_transaction_version(base_version: int | None) -> int:
+    """The application transaction version of a commit made on ``base_version``.
+
+    Args:
+        base_version: The table version the commit is made on; None for the commit that
+            creates the table (version 0).
+
+    Returns:
+        The commit's own table version + 1 (>= 1).
+    """
+    return (base_version + 1 if base_version is not None else 0) + 1
 
 
 def _keyed_source(delta: pa.Table, key: Sequence[str]) -> pa.Table:

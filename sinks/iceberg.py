@@ -158,11 +158,9 @@ class IcebergSink:
         writer = DataFileWriter(table)
 
         def stage() -> Rewrite:
-            rewrite = Rewrite([], [], 0)
             if self._base_snapshot_id() is not None and (key is not None or has_deletes(data)):
-                rewrite = rewrite_deleted(table, data, key, writer)
-            return Rewrite(rewrite.removed, rewrite.added + writer.write(expanded(data)),
-                           rewrite.candidates)
+                return rewrite_deleted(table, data, key, writer, inserts=expanded(data))
+            return Rewrite([], writer.write(expanded(data)), 0)
         self._commit(table, writer, stage, frontier)
 
     def replace_arrow(self, rows: pa.Table, frontier: Frontier) -> None:

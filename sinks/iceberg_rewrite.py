@@ -3,16 +3,20 @@
 The delta's deleting rows give an ``In`` filter per compared column; pyiceberg's scan
 planning keeps only the data files whose column metrics may hold such a value (Iceberg
 spec, "Scan Planning"). Those candidate files are read whole, the deleted rows located
-(:func:`sinks.arrow_zset.deleted_rows`), and every file that loses a row is replaced by
-new files of its remaining rows. Files that lose nothing are left as they are.
+(:func:`sinks.arrow_zset.deleted_rows`), and every file that loses a row is removed. Their
+remaining rows are gathered, with the rows the delta inserts, into as few new files as
+:data:`GATHER_BYTES` allows, so a small refresh replaces the files it touches by one file
+instead of adding one per touched file. Files that lose nothing are left as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
-from functools import reduce
+from functools import cache, reduce
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +45,10 @@ PRUNABLE = (BooleanType, IntegerType, LongType, StringType, DateType, DecimalTyp
             TimestampType, TimestamptzType)
 """Column types whose values bind exactly as ``In`` literals (floats are left out: NaN)."""
 
+GATHER_BYTES = 64 * 2**20
+"""Remaining rows of rewritten files are held (as Arrow) up to this many bytes before they
+are written; the last batch is written with the delta's inserts."""
+
 
 @dataclass(frozen=True)
 class Rewrite:
@@ -58,21 +66,24 @@ class Rewrite:
 
 
 def rewrite_deleted(table: Table, delta: pa.Table, key: Sequence[str] | None,
-                    writer: DataFileWriter) -> Rewrite:
+                    writer: DataFileWriter, inserts: pa.Table | None = None) -> Rewrite:
     """Rewrite the data files of ``table`` that ``delta`` deletes rows from.
 
-    Files are read and rewritten one at a time (memory: one file plus the delta), each
-    into new files of its remaining rows. For a multiset view the copies deleted in one
-    file are not deleted again in the next, and reading stops once all are found.
+    Files are read one at a time; the remaining rows of those that lose rows are written
+    to new files in batches of :data:`GATHER_BYTES` (memory: one file, one batch and the
+    delta), the last batch together with ``inserts``. For a multiset view the copies
+    deleted in one file are not deleted again in the next, and reading stops once all are
+    found.
 
     Args:
         table: The view table, as loaded at the refresh's base snapshot.
         delta: The view's columns (the table's Arrow types) plus ``_weight`` (int64).
         key: The view's unique key, or None for a multiset view.
         writer: Writes the replacement files.
+        inserts: Rows to write with the remaining rows (the view's columns), if any.
 
     Returns:
-        The files removed and added.
+        The files removed and added (``inserts`` included).
     """
     schema = table.schema()
     pending = delta if key is not None else delta.filter(pc.less(delta[WEIGHT], 0))
@@ -81,19 +92,48 @@ def rewrite_deleted(table: Table, delta: pa.Table, key: Sequence[str] | None,
              if pending.num_rows else [])
     scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
     removed: list[DataFile] = []
-    added: list[DataFile] = []
-    for task in tasks:
-        rows = scan.to_table([task])
-        deleted = deleted_rows(rows, pending, key)
-        if not len(deleted.positions):
-            continue
-        keep = np.ones(rows.num_rows, dtype=bool)
-        keep[deleted.positions] = False
-        removed.append(task.file)
-        added += writer.write(rows.filter(pa.array(keep)))
-        if key is None and not (pending := still_to_delete(pending, deleted)).num_rows:
-            break
-    return Rewrite(removed, added, len(tasks))
+    kept = _Gathered(writer, schema.as_arrow())
+    with ExitStack() as stack:
+        connect = cache(lambda: stack.enter_context(duckdb.connect()))
+        for task in tasks:
+            rows = scan.to_table([task])
+            deleted = deleted_rows(rows, pending, key, connect)
+            if not len(deleted.positions):
+                continue
+            keep = np.ones(rows.num_rows, dtype=bool)
+            keep[deleted.positions] = False
+            removed.append(task.file)
+            kept.add(rows.filter(pa.array(keep)))
+            if key is None and not (pending := still_to_delete(pending, deleted)).num_rows:
+                break
+    if inserts is not None:
+        kept.add(inserts)
+    return Rewrite(removed, kept.flush(), len(tasks))
+
+
+class _Gathered:
+    """Rows to write, gathered into batches of up to :data:`GATHER_BYTES`."""
+
+    def __init__(self, writer: DataFileWriter, schema: pa.Schema):
+        self.writer = writer
+        self.schema = schema
+        self.parts: list[pa.Table] = []
+        self.bytes = 0
+        self.written: list[DataFile] = []
+
+    def add(self, rows: pa.Table) -> None:
+        """Hold ``rows``; write the batch once it reaches :data:`GATHER_BYTES`."""
+        self.parts.append(rows.select(self.schema.names).cast(self.schema))
+        self.bytes += rows.nbytes
+        if self.bytes >= GATHER_BYTES:
+            self.flush()
+
+    def flush(self) -> list[DataFile]:
+        """Write what is held; returns every file written so far."""
+        if self.parts:
+            self.written += self.writer.write(pa.concat_tables(self.parts))
+        self.parts, self.bytes = [], 0
+        return self.written
 
 
 def pruning_filter(rows: pa.Table, columns: Sequence[str], schema: Schema) -> BooleanExpression:

@@ -15,6 +15,20 @@ surfaces as :class:`pyiceberg.exceptions.CommitFailedException`.
 Data files are written by ``pyiceberg.io.pyarrow._dataframe_to_data_files``, the writer behind
 pyiceberg's own ``Transaction.append``/``overwrite`` (field ids, column metrics, target file
 size); those public methods cannot be used as they commit a snapshot each (delete, append).
+
+Two costs of pyiceberg 0.12 that grow with a view's history are avoided here, so that a
+small refresh of a long-lived view stays cheap:
+
+- ``Transaction.table_metadata`` replays the staged updates and deep-copies the whole
+  metadata (every snapshot) on each read, and one commit reads it about twenty times:
+  :class:`_Transaction` computes it once per staged state (what apache/iceberg-python
+  pull request 3302 / 3784 does upstream), and not at all while nothing is staged, so one
+  commit copies the metadata once (to read its uuid, in ``commit_transaction``).
+- An overwrite carries every manifest of the parent snapshot forward, including the
+  manifests of earlier overwrites that hold only ``DELETED`` entries, so the manifest list
+  grows by one per refresh and each commit reads them all: :class:`_Overwrite` keeps only
+  manifests with live files or written by this commit, as Iceberg Java's
+  ``MergingSnapshotProducer`` does (and iceberg-go after issues 1153 / 1393).
 """
 
 from __future__ import annotations
@@ -25,8 +39,13 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
-from pyiceberg.manifest import DataFile
-from pyiceberg.table import Table, TableProperties
+from pyiceberg.manifest import DataFile, ManifestFile
+from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update import TableUpdate
+from pyiceberg.table.update.snapshot import _OverwriteFiles
 
 NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
 """Table property: a commit that lost a race fails instead of being re-applied."""
@@ -80,16 +99,48 @@ def commit_snapshot(table: Table, removed: list[DataFile], added: list[DataFile]
         pyiceberg.exceptions.CommitFailedException: ``main`` moved since ``table`` was
             loaded; nothing changed.
     """
-    transaction = table.transaction()
-    transaction.set_properties(dict(properties))
+    transaction = _Transaction(table)
     update = transaction.update_snapshot(snapshot_properties=dict(properties))
-    producer = update.overwrite() if removed else update.fast_append()
-    with producer:
+    producer = (_Overwrite(operation=Operation.OVERWRITE, transaction=transaction, io=table.io,
+                           branch=MAIN_BRANCH, snapshot_properties=dict(properties))
+                if removed else update.fast_append())
+    with producer:  # built on the loaded metadata: nothing staged yet, nothing copied
         for data_file in removed:
             producer.delete_data_file(data_file)
         for data_file in added:
             producer.append_data_file(data_file)
+    transaction.set_properties(dict(properties))
     transaction.commit_transaction()
     snapshot = table.current_snapshot()
     assert snapshot is not None  # a snapshot was just committed
     return snapshot.snapshot_id
+
+
+class _Transaction(Transaction):
+    """pyiceberg's transaction whose staged metadata is computed once per staged state.
+
+    The state is the table's metadata and the tuple of staged updates, both replaced (never
+    mutated) when they change, so identity tells when to recompute. With nothing staged it
+    is the table's own metadata, not a copy.
+    """
+
+    _memo: tuple[TableMetadata, tuple[TableUpdate, ...], TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        """The table's metadata with the staged updates applied (do not mutate it)."""
+        if not self._updates:
+            return self._table.metadata
+        memo = self._memo
+        if memo is None or memo[0] is not self._table.metadata or memo[1] is not self._updates:
+            memo = self._memo = (self._table.metadata, self._updates, super().table_metadata)
+        return memo[2]
+
+
+class _Overwrite(_OverwriteFiles):
+    """pyiceberg's overwrite, without the parent's manifests that hold no live file."""
+
+    def _process_manifests(self, manifests: list[ManifestFile]) -> list[ManifestFile]:
+        return [manifest for manifest in manifests
+                if manifest.has_added_files() or manifest.has_existing_files()
+                or manifest.added_snapshot_id == self.snapshot_id]

@@ -257,3 +257,66 @@ def test_dataframe_deltas_take_the_arrow_path_up_to_arrow_max_rows(
         assert len(after.metadata.metadata_log) == before + commits
         table = _expected(table, delta, key=True)
         _assert_reads(spark, rest_catalog, identifier, table)
+
+
+def test_small_refreshes_keep_the_data_files_and_manifest_list_from_growing(
+    spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: str,
+) -> None:
+    """Each refresh replaces the file it touches by one file (remaining rows and inserts) and
+    drops the manifests of earlier overwrites that hold no live file; the view's change feed
+    (Spark's changelog over every snapshot) still adds up to the change of its content."""
+    identifier = f"{catalog_namespace}.long_lived"
+    initial = [_row(k) for k in range(20)]
+    schema = _arrow(spark, initial[:1], [1]).schema  # the view's columns, then _weight
+    _load(spark, rest_catalog, identifier, initial)
+    first = rest_catalog.load_table(identifier).metadata.current_snapshot_id
+    table = Counter(initial)
+    for round_ in range(12):
+        keys = [round_ % 20, (round_ * 7 + 3) % 20]
+        delta = [(_only(table, k), -1) for k in keys] + [(_row(k, f"v{round_}"), 1) for k in keys]
+        rows = [dict(zip(schema.names, (*row, weight), strict=True)) for row, weight in delta]
+        sink = _sink(spark, rest_catalog, identifier)
+        assert sink.frontier() == {"s": round_ + 1}
+        sink.apply_arrow(pa.Table.from_pylist(rows, schema), ["k", "n"], {"s": round_ + 2})
+        table = _expected(table, delta, key=True)
+    current = rest_catalog.load_table(identifier)
+    snapshot = current.current_snapshot()
+    assert snapshot is not None and len(current.metadata.snapshots) == 13
+    manifests = snapshot.manifests(current.io)
+    assert all(m.has_added_files() or m.has_existing_files()
+               or m.added_snapshot_id == snapshot.snapshot_id for m in manifests)
+    assert len(manifests) <= 2 and len(_data_files(current)) == 1
+    _assert_reads(spark, rest_catalog, identifier, table)
+    spark.sql(f"CALL lakehouse.system.create_changelog_view(table => '{identifier}', "
+              f"options => map('start-snapshot-id', '{first}', 'end-snapshot-id', "
+              f"'{snapshot.snapshot_id}'), changelog_view => 'long_lived_changes')")
+    changes = to_arrow(spark.sql("SELECT * FROM long_lived_changes")).to_pylist()
+    moved = {kind: Counter(tuple(r[c] for c in schema.names[:-1]) for r in changes
+                           if r["_change_type"] == kind) for kind in ("INSERT", "DELETE")}
+    assert moved["INSERT"] - moved["DELETE"] == table - Counter(initial)
+    assert moved["DELETE"] - moved["INSERT"] == Counter(initial) - table
+
+
+def test_remaining_rows_past_the_gather_limit_go_to_several_files(
+    spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    identifier = f"{catalog_namespace}.gathered"
+    sink = _load(spark, rest_catalog, identifier, [_row(k) for k in range(10)])
+    table = Counter(_row(k) for k in range(10))
+    for start in (100, 200):  # two more files
+        delta = [(_row(k), 1) for k in range(start, start + 3)]
+        _apply(sink, spark, delta, ["k"], {"s": 2})
+        table = _expected(table, delta, key=True)
+    monkeypatch.setattr("sinks.iceberg_rewrite.GATHER_BYTES", 1)  # write every part at once
+    delta = [(_row(k), -1) for k in (1, 101, 201)] + [(_row(k, "new"), 1) for k in (1, 101)]
+    _apply(_sink(spark, rest_catalog, identifier), spark, delta, ["k"], {"s": 3})
+    table = _expected(table, delta, key=True)
+    assert len(_data_files(rest_catalog.load_table(identifier))) == 4  # 3 rests + the inserts
+    _assert_reads(spark, rest_catalog, identifier, table)
+    monkeypatch.undo()
+    delta = [(_row(1, "new"), -1), (_row(0), -1), (_row(300), 1)]  # the inserts' file, the first
+    _apply(_sink(spark, rest_catalog, identifier), spark, delta, ["k"], {"s": 4})
+    table = _expected(table, delta, key=True)
+    assert len(_data_files(rest_catalog.load_table(identifier))) == 3  # 2 files -> 1
+    _assert_reads(spark, rest_catalog, identifier, table)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
+import duckdb
 import pyarrow as pa
+import pytest
 
-from sinks.arrow_zset import deleted_rows, expanded, has_deletes, still_to_delete
+from sinks.arrow_zset import _matched, deleted_rows, expanded, has_deletes, still_to_delete
 
 
 def _delta(rows: list[tuple[object, object, int]]) -> pa.Table:
@@ -87,3 +90,64 @@ def test_copies_deleted_in_one_file_are_not_deleted_again_in_the_next() -> None:
 def test_keyed_deleted_rows_name_the_delta_row() -> None:
     deleted = deleted_rows(_table([(5, "x"), (6, "y")]), _delta([(6, "z", 1)]), ["k"])
     assert deleted.positions.tolist() == [1] and deleted.changes.tolist() == [0]
+
+
+def _random_rows(rng: random.Random, count: int) -> list[tuple[object, object, object]]:
+    floats = [0.0, -0.0, 1.5, float("nan"), None]
+    return [(rng.choice([1, 2, 3, None]), rng.choice(["a", "b", None]), rng.choice(floats))
+            for _ in range(count)]
+
+
+def _typed(rows: list[tuple[object, object, object]], weights: list[int] | None) -> pa.Table:
+    k, s, x = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [], [])
+    columns = {"k": pa.array(k, pa.int64()), "s": pa.array(s, pa.string()),
+               "x": pa.array(x, pa.float64())}
+    if weights is not None:
+        columns["_weight"] = pa.array(weights, pa.int64())
+    return pa.table(columns)
+
+
+@pytest.mark.parametrize("key", [["k"], ["s"], ["k", "s"], ["x"], ["k", "x"], [], None])
+def test_arrow_narrowing_finds_what_the_duckdb_join_finds(key: list[str] | None) -> None:
+    """Arrow's is_in pre-filter and one-column shortcut change no result (NULL, NaN, -0.0)."""
+    rng = random.Random(7)
+    with duckdb.connect() as connection:
+        for _ in range(40):
+            table = _typed(_random_rows(rng, rng.randint(0, 30)), None)
+            changes = _random_rows(rng, rng.randint(0, 6))
+            delta = _typed(changes, [rng.choice([-2, -1, 1, 2]) for _ in changes])
+            columns = list(key) if key is not None else ["k", "s", "x"]
+            expected = _matched(connection, table, delta, columns, key is not None)
+            found = deleted_rows(table, delta, key, lambda: connection)
+            assert found.positions.tolist() == expected.positions.tolist()
+            assert found.changes.tolist() == expected.changes.tolist()
+
+
+def _no_duckdb() -> duckdb.DuckDBPyConnection:
+    raise AssertionError("the DuckDB join ran")
+
+
+def test_exact_keys_and_rows_with_no_value_of_the_delta_never_reach_duckdb() -> None:
+    table = _table([(k, "v") for k in range(1000)])
+    delta = _delta([(5000, "x", -1)])
+    assert not len(deleted_rows(table, delta, ["k", "v"], _no_duckdb).positions)
+    assert not len(deleted_rows(table, delta, None, _no_duckdb).positions)
+    one_key = deleted_rows(table, _delta([(5, "x", 1), (None, "y", 1)]), ["k"], _no_duckdb)
+    assert one_key.positions.tolist() == [5] and one_key.changes.tolist() == [0]
+    two_keys = deleted_rows(table, _delta([(7, "w", -1), (6, "v", -1), (5, "v", 1)]),
+                            ["k", "v"], _no_duckdb)
+    assert two_keys.positions.tolist() == [5, 6] and two_keys.changes.tolist() == [2, 1]
+    with pytest.raises(AssertionError, match="join ran"):  # copies to count: DuckDB
+        deleted_rows(table, _delta([(5, "v", -1)]), None, _no_duckdb)
+
+
+def test_exact_key_compares_values_across_arrow_types_of_one_column() -> None:
+    """The table's file may read back large strings or another time zone name than the delta."""
+    moment = [1_700_000_000_000_000, 1_700_000_000_000_001]
+    table = pa.table({"s": pa.array(["a", "b"], pa.large_string()),
+                      "t": pa.array(moment, pa.timestamp("us", "UTC"))})
+    delta = pa.table({"s": pa.array(["b", "a"], pa.string()),
+                      "t": pa.array([moment[1], moment[1]], pa.timestamp("us", "+00:00")),
+                      "_weight": pa.array([-1, 1], pa.int64())})
+    found = deleted_rows(table, delta, ["s", "t"], _no_duckdb)
+    assert found.positions.tolist() == [1] and found.changes.tolist() == [0]

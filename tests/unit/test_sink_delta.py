@@ -7,9 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import DeltaTable
+import pytest
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from sinks.delta import DeltaSink
+from sinks.errors import SinkError
 from sinks.frontier import FRONTIER_KEY, decode_frontier
 from sinks.refresh_state import REFRESH_STATE_KEY
 
@@ -46,3 +48,57 @@ def test_keyed_delta_and_refresh_state_in_commit_info(tmp_path: Path) -> None:
     state = json.loads(commit[REFRESH_STATE_KEY])
     assert state["view-version-id"] == 1 and state["source-states"] == []
     assert state["refresh-start-timestamp-ms"] > 0
+
+
+def test_app_transaction_version_is_the_commit_version_plus_one_and_strictly_increases(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "v")
+    seen = []
+    sink = DeltaSink(uri, app_id="lakehouse:v")
+    assert sink.frontier() is None
+    sink.replace(pa.table({"k": pa.array([1], pa.int64()), "n": pa.array([1], pa.int64())}),
+                 {"s": 1})
+    deltas = [(_delta([2], [2], [1]), None), (_delta([1, 1], [1, 5], [-1, 1]), ["k"]),
+              (_delta([2], [2], [-1]), None), (_delta([], [], []), ["k"])]
+    for round_, (delta, key) in enumerate(deltas, start=1):  # append, merge, merge, append
+        table = DeltaTable(uri)
+        seen.append(table.transaction_version("lakehouse:v"))
+        assert seen[-1] == table.version() + 1
+        sink = DeltaSink(uri, app_id="lakehouse:v")
+        assert sink.frontier() == {"s": round_}
+        sink.apply(delta, key, {"s": round_ + 1})
+    seen.append(DeltaTable(uri).transaction_version("lakehouse:v"))
+    assert seen == [1, 2, 3, 4, 5]
+    assert _rows(uri) == Counter({(1, 5): 1})
+
+
+def test_app_transaction_version_continues_above_versions_counted_by_refreshes(
+    tmp_path: Path,
+) -> None:
+    """Tables written when the version counted the refreshes keep increasing."""
+    uri = str(tmp_path / "v")
+    for count in (1, 2):  # what the sink wrote before: the number of its commits
+        write_deltalake(uri, pa.table({"k": pa.array([count], pa.int64()),
+                                       "n": pa.array([count], pa.int64())}), mode="append",
+                        commit_properties=CommitProperties(
+                            app_transactions=[Transaction(app_id="lakehouse:v", version=count)]))
+    sink = DeltaSink(uri, app_id="lakehouse:v")
+    sink.frontier()
+    sink.apply(_delta([3], [3], [1]), ["k"], {"s": 3})
+    assert DeltaTable(uri).transaction_version("lakehouse:v") == 3
+
+
+def test_keyed_merge_from_a_stale_base_is_refused(tmp_path: Path) -> None:
+    uri = str(tmp_path / "v")
+    DeltaSink(uri, app_id="lakehouse:v").replace(
+        pa.table({"k": pa.array([1], pa.int64()), "n": pa.array([1], pa.int64())}), {"s": 1})
+    winner, loser = DeltaSink(uri, app_id="lakehouse:v"), DeltaSink(uri, app_id="lakehouse:v")
+    assert winner.frontier() == loser.frontier() == {"s": 1}
+    winner.apply(_delta([1, 1], [1, 2], [-1, 1]), ["k"], {"s": 2})
+    with pytest.raises(SinkError):
+        loser.apply(_delta([1, 1], [1, 3], [-1, 1]), ["k"], {"s": 2})
+    assert _rows(uri) == Counter({(1, 2): 1})
+    table = DeltaTable(uri)
+    assert table.version() == 1 and table.transaction_version("lakehouse:v") == 2
+    assert decode_frontier(table.history(1)[0][FRONTIER_KEY]) == {"s": 2}
