@@ -13,6 +13,7 @@ from ivm.evaluate import Maintained, SourceInput, maintain, recompute, reload, v
 from ivm.explain import explain
 from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
+from ivm.source_columns import used_columns
 from ivm.zset import WEIGHT, consolidate, expand, with_weight
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "maintain",
     "recompute",
     "reload",
+    "used_columns",
     "view_delta",
     "with_weight",
 ]

@@ -24,6 +24,7 @@ from ivm import (
     maintain,
     recompute,
     reload,
+    used_columns,
 )
 from lakehouse.config import ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
@@ -214,11 +215,13 @@ def _inputs(
     new: Mapping[str, int],
 ) -> dict[str, SourceInput]:
     inputs = {}
+    used = used_columns(plan.query, plan.sources)  # the view reads its change feeds' projection
     for name in plan.sources:
         reader = readers[name]
         before, after = old.get(name), new.get(name)
         changed = after is not None and before != after
-        feed = reader.change_feed(before, after) if changed and after is not None else None
+        feed = (reader.change_feed(before, after, used[name] or None)
+                if changed and after is not None else None)
         delta = feed.rows if feed is not None else None
         if feed is not None and not feed.materialized:  # read several times: computed once
             delta = feed.rows.localCheckpoint(eager=True)

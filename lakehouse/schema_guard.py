@@ -22,10 +22,8 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from sqlglot import exp
-from sqlglot.optimizer.scope import traverse_scope
 
-from ivm import SqlParseError, ViewPlan, compile_view, referenced_sources
+from ivm import SqlParseError, ViewPlan, compile_view, referenced_sources, used_columns
 from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
 from lakehouse.errors import LakehouseError, RefreshError, SchemaChangedError, SourceError
 from lakehouse.refresh import ViewSinks
@@ -57,27 +55,6 @@ class SchemaChange:
         """One line: ``source 'flights': column 'dep_delay' renamed to 'delay' (...)``."""
         return (f"source {self.source!r}: column {self.column!r} {self.detail} "
                 f"(since version {self.version}, which the view reflects)")
-
-
-def used_columns(query: exp.Query, sources: Iterable[str]) -> dict[str, set[str]]:
-    """The columns of each source that a qualified view query reads.
-
-    Args:
-        query: The view's query qualified against the sources (``ViewPlan.query``): every
-            column names its table and ``*`` is expanded.
-        sources: Source names.
-
-    Returns:
-        Source name -> column names read anywhere in the query (select list, joins,
-        filters, grouping, subqueries).
-    """
-    used: dict[str, set[str]] = {name: set() for name in sources}
-    for scope in traverse_scope(query):
-        for column in scope.columns:
-            table = scope.sources.get(column.table)
-            if isinstance(table, exp.Table) and table.name in used:
-                used[table.name].add(column.name)
-    return used
 
 
 def column_changes(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,7 +16,8 @@ class ChangeFeed:
     """A source's change between two versions, as a consolidated Z-set.
 
     Attributes:
-        rows: The table's columns (as at the new version) plus ``_weight`` (int64).
+        rows: The table's columns (as at the new version; or those the caller asked
+            for) plus ``_weight`` (int64).
         arrow: The same rows as an Arrow table when the reader computed the change in
             Arrow; ``rows`` then reads a local file holding them, cheap to read again.
             None when Spark computes the change: ``rows`` is then a plan over the
@@ -37,6 +39,19 @@ class ChangeFeed:
         return self.arrow is not None
 
 
+def projected(names: Sequence[str], columns: Collection[str] | None) -> list[str]:
+    """The ``names`` (a table's columns, in order) that ``columns`` asks for.
+
+    Matched case-insensitively, as Spark resolves names. All of ``names`` when
+    ``columns`` is None or asks for a column the table lacks.
+    """
+    if columns is None:
+        return list(names)
+    wanted = {c.lower() for c in columns}
+    kept = [n for n in names if n.lower() in wanted]
+    return kept if len(kept) == len(wanted) else list(names)
+
+
 class SourceReader(Protocol):
     """A versioned table read by Spark.
 
@@ -54,8 +69,13 @@ class SourceReader(Protocol):
         """The table's rows at ``version`` (empty, with the current schema, for None)."""
         ...
 
-    def change_feed(self, old: int | None, new: int) -> ChangeFeed:
-        """The change from ``old`` (exclusive) to ``new`` (inclusive) as a Z-set."""
+    def change_feed(self, old: int | None, new: int,
+                    columns: Collection[str] | None = None) -> ChangeFeed:
+        """The change from ``old`` (exclusive) to ``new`` (inclusive) as a Z-set.
+
+        Only ``columns`` are read when given (and all are the table's): a view reads
+        the change projected onto the columns it uses.
+        """
         ...
 
     def row_count(self, version: int) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +21,7 @@ from ivm import WEIGHT, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge, plain_types
 from lakehouse.sources.arrow_diff import consolidate as consolidate_arrow
-from lakehouse.sources.base import ChangeFeed
+from lakehouse.sources.base import ChangeFeed, projected
 from lakehouse.sources.delta_files import file_change
 from lakehouse.sources.row_counts import delta_row_count
 
@@ -70,15 +70,22 @@ class DeltaSourceReader:
         table = self._table(version)
         return self.bridge.to_spark(pa.table(table.to_pyarrow_table()))
 
-    def change_feed(self, old: int | None, new: int) -> ChangeFeed:
+    def change_feed(self, old: int | None, new: int,
+                    columns: Collection[str] | None = None) -> ChangeFeed:
         """The change between two versions as a consolidated Z-set.
 
         Reads Delta's change data feed when it is on over the whole range; otherwise
         compares the versions' data files (:mod:`lakehouse.sources.delta_files`, which
         reads whole rewritten files: costlier, so it logs a warning).
 
+        Args:
+            old: The version the change starts after (None: before the first one).
+            new: The version the change ends at.
+            columns: Keep only these columns (those a view uses); None or a name the
+                table lacks: every column.
+
         Returns:
-            The table's columns plus ``_weight`` (int64), computed in Arrow
+            The table's columns (or ``columns``) plus ``_weight`` (int64), computed in Arrow
             (``ChangeFeed.arrow``) except from the empty version (``old`` None).
 
         Raises:
@@ -86,10 +93,10 @@ class DeltaSourceReader:
                 cleaned up; only a full refresh can catch up.
             SourceError: The table or a version cannot be read.
         """
-        if old is None:
-            return ChangeFeed(consolidate(with_weight(self.snapshot(new))))
-        if old == new:
-            return ChangeFeed.empty(with_weight(self.snapshot(new)))
+        if old is None or old == new:
+            rows = self.snapshot(new)
+            rows = with_weight(rows.select(*projected(rows.columns, columns)))
+            return ChangeFeed(consolidate(rows)) if old is None else ChangeFeed.empty(rows)
         if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
             changes = self._read_or_expired(old, lambda: self._cdf(old, new))
         else:
@@ -99,7 +106,8 @@ class DeltaSourceReader:
                 "which reads every rewritten file whole", self.name, old + 1, new)
             before, after = self._at(old), self._at(new)
             changes = self._read_or_expired(old, lambda: file_change(before, after))
-        changes = consolidate_arrow(plain_types(changes))
+        names = projected([n for n in changes.column_names if n != WEIGHT], columns)
+        changes = consolidate_arrow(plain_types(changes.select([*names, WEIGHT])))
         return ChangeFeed(self.bridge.to_spark(changes), changes)
 
     def _at(self, version: int) -> DeltaTable:

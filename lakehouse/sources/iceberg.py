@@ -13,6 +13,7 @@ only for merge-on-read deletes, a row-hash difference otherwise) and Spark gets 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -28,7 +29,7 @@ from pyspark.sql.types import StructType
 from ivm import WEIGHT, consolidate, with_weight
 from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
-from lakehouse.sources.base import ChangeFeed
+from lakehouse.sources.base import ChangeFeed, projected
 from lakehouse.sources.iceberg_feed import arrow_change_feed
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_lineage import lineage
@@ -115,27 +116,33 @@ class IcebergSourceReader:
             del self._snapshots[next(iter(self._snapshots))]
         return frame
 
-    def change_feed(self, old: int | None, new: int) -> ChangeFeed:
+    def change_feed(self, old: int | None, new: int,
+                    columns: Collection[str] | None = None) -> ChangeFeed:
         """The change between two snapshots as a consolidated Z-set.
 
         Args:
             old: The snapshot the change starts after (None: before the first one).
             new: The snapshot the change ends at.
+            columns: Read only these columns (those a view uses); None or a name the
+                table lacks: every column.
 
         Returns:
-            The table's columns at ``new`` plus ``_weight`` (int64); computed in Arrow
-            (``ChangeFeed.arrow``) when the reader has a bridge and neither snapshot has
-            equality deletes.
+            The table's columns at ``new`` (or ``columns``) plus ``_weight`` (int64);
+            computed in Arrow (``ChangeFeed.arrow``) when the reader has a bridge and
+            neither snapshot has equality deletes.
 
         Raises:
             SnapshotExpiredError: ``old`` was expired; only a full refresh can catch up.
             SourceError: The table or ``new`` does not exist.
         """
+        full = self.snapshot(new).schema
+        kept = set(projected(full.names, columns))
+        spark_columns = StructType([f for f in full.fields if f.name in kept])
         if old is None:
-            return ChangeFeed(consolidate(with_weight(self.snapshot(new))))
-        columns = self.snapshot(new).schema
+            rows = self.snapshot(new).selectExpr(*_aligned(self.snapshot(new), spark_columns))
+            return ChangeFeed(consolidate(with_weight(rows)))
         if old == new:
-            return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], columns)))
+            return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], spark_columns)))
         table = self._table()
         chain = lineage(table.metadata, old, new, source=self.name)
         paths: set[str] | None = None
@@ -145,15 +152,16 @@ class IcebergSourceReader:
         else:
             paths = changed_files(table.metadata, table.io, chain.snapshots).paths
             if not paths:
-                return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], columns)))
-        schema = _snapshot_schema(table, new)
+                return ChangeFeed.empty(
+                    with_weight(self.spark.createDataFrame([], spark_columns)))
+        schema = _snapshot_schema(table, new).select(*spark_columns.names)
         if self.bridge is not None and not (_has_equality_deletes(table, old)
                                             or _has_equality_deletes(table, new)):
             rows = arrow_change_feed(table, old, new, paths, schema).rows
             frame = self.bridge.to_spark(rows)
-            return ChangeFeed(frame.selectExpr(*_aligned(frame, columns), WEIGHT), rows)
-        added = with_weight(self._rows(table, new, paths, columns, schema), 1)
-        removed = with_weight(self._rows(table, old, paths, columns, schema), -1)
+            return ChangeFeed(frame.selectExpr(*_aligned(frame, spark_columns), WEIGHT), rows)
+        added = with_weight(self._rows(table, new, paths, spark_columns, schema), 1)
+        removed = with_weight(self._rows(table, old, paths, spark_columns, schema), -1)
         return ChangeFeed(consolidate(added.unionByName(removed)))
 
     def _rows(self, table: Table, version: int, paths: set[str] | None, columns: StructType,

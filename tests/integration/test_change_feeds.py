@@ -527,3 +527,38 @@ def test_delta_change_data_feed_enabled_midway(spark, tmp_path: Path, caplog) ->
         assert "change data feed" not in caplog.text
         exact.check(0, 3)
         assert "no change data feed from version 1 to 3" in caplog.text
+
+
+# --- Projection ----------------------------------------------------------------------------
+
+
+def _projected_feed(change: ChangeFeed) -> dict[tuple[object, ...], int]:
+    assert change.rows.columns == ["id", "_weight"]
+    if change.arrow is not None:
+        assert change.arrow.column_names == ["id", "_weight"]
+    return _feed(change)
+
+
+def test_change_feeds_projected_onto_the_columns_a_view_uses(spark, iceberg,
+                                                             tmp_path: Path) -> None:
+    """An update to a column the view does not read is no change of its projection; the
+    rest is the projection of the whole change (rows equal on ``id`` add up)."""
+    table, readers = iceberg("projected", "merge-on-read", spark_reader=True)
+    old = _sql(spark, readers[0], _insert(table, ROWS[:4]))
+    new = _sql(spark, readers[0], f"UPDATE {table} SET v = 'changed' WHERE id = 1")
+    newer = _sql(spark, readers[0], f"DELETE FROM {table} WHERE id = 2")
+    newest = _sql(spark, readers[0], _insert(table, [(3, "again"), (3, "and again")]))
+    path = str(tmp_path / "projected_delta")
+    write_deltalake(path, _delta_rows(ROWS[:4]),
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    DeltaTable(path).update(predicate="id = 1", updates={"v": "'changed'"})
+    DeltaTable(path).delete("id = 2")
+    write_deltalake(path, _delta_rows([(3, "again"), (3, "and again")]), mode="append")
+    delta = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", path)
+    for reader, first, second, last in ((readers[0], old, new, newest),
+                                        (readers[1], old, new, newest), (delta, 0, 1, 3)):
+        assert _projected_feed(reader.change_feed(first, second, {"ID"})) == {}
+        assert _projected_feed(reader.change_feed(first, last, {"id"})) == {(2,): -1, (3,): 2}
+        whole = reader.change_feed(first, last, {"id", "no_such_column"})
+        assert whole.rows.columns == ["id", "v", "_weight"]  # unknown name: no projection
+    assert _projected_feed(readers[0].change_feed(newer, newest, {"id"})) == {(3,): 2}

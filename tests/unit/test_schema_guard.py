@@ -11,8 +11,8 @@ from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import SortOrder
 from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType
 
-from ivm import compile_view
-from lakehouse.schema_guard import column_changes, used_columns
+from ivm import compile_view, used_columns
+from lakehouse.schema_guard import column_changes
 from lakehouse.sources.schema import SourceColumn, SourceSchema, delta_schema, iceberg_schema
 
 FLIGHTS = {"carrier": "string", "flight": "int", "dep_delay": "double", "origin": "string",
