@@ -178,12 +178,14 @@ def _delete_costs(sfs: dict[str, Any]) -> str | None:
     return (f"**Why deletes cost more than inserts** (SF {big}): `lineitem` was loaded as "
             f"{groups['count']} Parquet row groups of up to {groups['max_rows']:,} rows; 250 "
             "orders picked at random hit nearly every one, and the change feed decodes each row "
-            "group holding a deleted position: {d} s of change feed in the profiled delete "
-            "refreshes against {i} s for inserts. In the join views, the delta terms are "
-            "restricted to the change's key range (`BETWEEN` on the join partners, for file "
-            "pruning): new orders get keys above all others, so an insert's range skips every "
-            "old file, while a scattered delete's range spans the whole table. The fixed "
-            "change in Q3/Q5: inserts {ji} s, deletes {jd} s.").format(
+            "group holding a deleted position (only the columns the view reads): {d} s of "
+            "change feed in the profiled delete refreshes against {i} s for inserts. In the "
+            "join views, the delta terms restrict the join partners to the change's keys "
+            "(`BETWEEN` its lowest and highest key, for file pruning, and an `IN` list of the "
+            "keys, which drops partner rows before the join): new orders get keys above all "
+            "others, so an insert's range skips every old file, while a scattered delete's "
+            "range spans the whole table and its partners are read whole, though filtered. The "
+            "fixed change in Q3/Q5: inserts {ji} s, deletes {jd} s.").format(
         d=_span(feeds["delete"]), i=_span(feeds["insert"]), ji=_span(joins["insert"]),
         jd=_span(joins["delete"]))
 
@@ -356,16 +358,18 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             f"- **Spark jobs per refresh** (`ivm/evaluate.py` `maintain`: {share}): an "
             f"incremental refresh runs {_span(jobs, '', 0)} "
             "Spark jobs (*inc Spark jobs*), each paying scheduling and planning whatever its "
-            "data; the floor is one job. Fewer actions per refresh (the key-range bounds of all "
-            "change feeds in one job, the change feeds' small side evaluated in Arrow) is where "
-            "the floor target is." + _needed(sfs),
+            "data; the floor is one job. Change feeds now reach the view delta without a Spark "
+            "job of their own (computed in Arrow, keys read from Arrow); what remains is the "
+            "aggregate state's two actions and the collect, split into more jobs by adaptive "
+            "execution, plus Spark's planning of the delta terms on the driver. Keeping small "
+            "aggregate states on the driver would remove most of them." + _needed(sfs),
             "- **Merge-on-read change feeds decode whole row groups** "
             "(`lakehouse/sources/iceberg_positions.py`): with Spark's default 128 MB row groups "
-            "a scattered delete decodes nearly the whole table (item *Why deletes cost more*). "
-            "Reading only the columns the views use (it reads every column of the table now), "
-            "or recommending smaller row groups for sources "
-            "(`write.parquet.row-group-size-bytes`) in docs/change-feeds.md, cuts it.",
+            "a scattered delete decodes nearly the whole table (item *Why deletes cost more*), "
+            "if only the columns the view reads. Smaller row groups for sources "
+            "(`write.parquet.row-group-size-bytes`) cut it.",
             "- **Join views after scattered deletes** (`ivm/key_ranges.py`): one `BETWEEN` over "
-            "the keys of a scattered change spans the table, so nothing is pruned. Several "
-            "ranges (or an `IN` list when the change is small) would let Parquet skip row groups "
-            "of sources sorted by the join key (tpchgen's are), given small row groups.", ""]
+            "the keys of a scattered change spans the table, so no file is pruned (Iceberg "
+            "prunes with an `IN` of at most 200 values). Several ranges would let Parquet skip "
+            "row groups of sources sorted by the join key (tpchgen's are), given small row "
+            "groups.", ""]
