@@ -12,7 +12,16 @@ from typing import Annotated, Literal
 
 import yaml
 from croniter import croniter
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from lakehouse.errors import ConfigError
 
@@ -121,7 +130,28 @@ class ViewSource(_Strict):
     view: str
 
 
-Source = IcebergSource | DeltaSource | ViewSource
+SOURCE_KINDS = {"iceberg": IcebergSource, "delta": DeltaSource, "view": ViewSource}
+"""Each kind of source, by the key that names it in the config."""
+
+
+def _source_kind(value: object) -> str | None:
+    """The kind of a source: the first of :data:`SOURCE_KINDS`' keys it has.
+
+    Makes a source's errors name its kind's fields (``sources.a.delta.key``) rather than
+    every kind's (``sources.a.iceberg: Field required``).
+    """
+    for kind, model in SOURCE_KINDS.items():
+        if isinstance(value, model) or (isinstance(value, dict) and kind in value):
+            return kind
+    return None
+
+
+Source = Annotated[
+    Annotated[IcebergSource, Tag("iceberg")] | Annotated[DeltaSource, Tag("delta")]
+    | Annotated[ViewSource, Tag("view")],
+    Discriminator(_source_kind, custom_error_type="source_kind",
+                  custom_error_message="a source needs one of the keys iceberg, delta or view"),
+]
 Sink = Literal["iceberg", "delta"]
 ALL_SINKS: tuple[Sink, ...] = ("iceberg", "delta")
 DEFAULT_FULL_REFRESH_RATIO = 0.35
@@ -268,7 +298,10 @@ def parse_config(data: object, *, base_dir: Path | None = None) -> Config:
         config = Config.model_validate(data if data is not None else {})
     except ValidationError as error:
         first = error.errors()[0]
-        key = ".".join(str(part) for part in first["loc"] if not str(part).endswith("Source"))
+        loc = list(first["loc"])
+        if loc[:1] == ["sources"] and len(loc) > 3 and loc[2] in SOURCE_KINDS:
+            del loc[2]  # the kind's tag, not a key of the document
+        key = ".".join(str(part) for part in loc)
         raise ConfigError(f"{first['msg']} (got {first.get('input')!r})", key=key) from None
     return _resolved(config, base_dir) if base_dir is not None else config
 

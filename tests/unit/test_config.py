@@ -69,3 +69,17 @@ def test_source_keys_survive_path_resolution(tmp_path: Path) -> None:
 def test_a_source_key_is_a_non_empty_list_of_a_table_source(source: dict) -> None:
     with pytest.raises(ConfigError, match="sources.f"):
         parse_config({"sources": {"f": source}})
+
+
+@pytest.mark.parametrize(("source", "where"), [
+    ({"delta": "d", "key": []}, "sources.f.key"),
+    ({"view": "v.a", "ref": "main"}, "sources.f.ref"),
+    ({"iceberg": "flights"}, "sources.f.iceberg"),
+    ({"table": "raw.flights"}, "sources.f"),
+])
+def test_a_bad_source_is_reported_under_its_own_kind(source: dict, where: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"sources": {"f": source}})
+    assert raised.value.key == where
+    if where == "sources.f":
+        assert "one of the keys iceberg, delta or view" in str(raised.value)
