@@ -360,7 +360,7 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "Spark jobs (*inc Spark jobs*), each paying scheduling and planning whatever its "
             "data; the floor is one job. Change feeds now reach the view delta without a Spark "
             "job of their own (computed in Arrow, keys read from Arrow); what remains is the "
-            "aggregate state's two actions and the collect, split into more jobs by adaptive "
+            "aggregate state's three actions and the collect, split into more jobs by adaptive "
             "execution, plus Spark's planning of the delta terms on the driver. Keeping small "
             "aggregate states on the driver would remove most of them." + _needed(sfs),
             "- **Merge-on-read change feeds decode whole row groups** "
