@@ -94,6 +94,7 @@ def run(sf: float = SCALE_FACTOR, fractions: tuple[float, ...] = FRACTIONS) -> d
     settings = CatalogSettings(warehouse=(root / "warehouse").as_uri(),
                                database_url=f"sqlite:///{root / 'catalog.db'}")
     server = serve_in_thread(settings, host="127.0.0.1", port=0)
+    bench = None
     try:
         bench = CrossoverBench(sf, server.uri, root / "warehouse")
         out: dict[str, Any] = {"scale_factor": sf, "queries": list(QUERIES),
@@ -113,4 +114,6 @@ def run(sf: float = SCALE_FACTOR, fractions: tuple[float, ...] = FRACTIONS) -> d
         bench.spark.catalog.clearCache()
     finally:
         server.stop()
+        if bench is not None:  # a later part builds its own session, wired to its catalog
+            bench.runtime.close()
     return out

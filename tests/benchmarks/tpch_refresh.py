@@ -371,6 +371,7 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
     settings = CatalogSettings(warehouse=(root / "warehouse").as_uri(),
                                database_url=f"sqlite:///{root / 'catalog.db'}")
     server = serve_in_thread(settings, host="127.0.0.1", port=0)
+    sessions: list[TpchBench] = []
     results: dict[str, Any] = {"scale_factors": dict(
         read_results().get("tpch", {}).get("scale_factors", {}))}
     try:
@@ -378,6 +379,7 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
             started, load = time.time(), load_average()
             print(f"TPC-H SF {sf}: load", flush=True)
             bench = TpchBench(sf, server.uri, root / "warehouse")
+            sessions.append(bench)
             entry: dict[str, Any] = {"load": bench.load_tables(), "initial": bench.initial()}
             entry["laws"] = bench.laws()
             bench.attach_duckdb()
@@ -402,4 +404,6 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
             bench.spark.catalog.clearCache()
     finally:
         server.stop()
+        if sessions:  # the next part builds its own session, wired to its own catalog
+            sessions[-1].runtime.close()
     return results
