@@ -28,13 +28,17 @@ def arrow_keys(change: pa.Table, names: Sequence[str]) -> dict[str, KeyValues] |
         names: Columns of ``change``.
 
     Returns:
-        :class:`KeyValues` by column name; None when ``change`` lacks one of ``names``.
+        :class:`KeyValues` by column name; None when ``change`` lacks one of ``names`` or
+        Arrow cannot compare its values (the caller then asks Spark).
     """
     if any(name not in change.column_names for name in names):
         return None
     found = {}
     for name in names:
-        distinct = pc.unique(pc.drop_null(change.column(name)))
+        try:
+            distinct = pc.unique(pc.drop_null(change.column(name)))
+        except pa.ArrowNotImplementedError:  # e.g. pyiceberg's uuid extension type
+            return None
         if len(distinct) == 0:
             found[name] = KeyValues(None, None)
             continue

@@ -90,9 +90,24 @@ def restricted(term: exp.Select, pairs: Sequence[tuple[exp.Column, exp.Column]],
     others = {t.alias_or_name for t in block_tables(term)}
     conditions: list[exp.Expr] = []
     for mine, other in pairs:
-        if other.table in others and mine.name in keys:
+        if other.table in others and mine.name in keys and _comparable(mine, other):
             conditions += _conditions(other, keys[mine.name])
     return term.where(*conditions, copy=False) if conditions else term
+
+
+def _comparable(mine: exp.Column, other: exp.Column) -> bool:
+    """Whether a value of ``mine`` restricts ``other`` as the join's ``=`` compares them.
+
+    Only when both have one type, or both are numbers: Spark's ``=`` casts a string to
+    the other side's type, but ``IN`` and ``BETWEEN`` with string literals compare as
+    strings (``7 = '007'`` holds, ``7 IN ('007')`` does not).
+    """
+    mine_type, other_type = mine.type, other.type
+    if mine_type is None or other_type is None:
+        return False
+    if mine_type.is_type(*exp.DataType.NUMERIC_TYPES):
+        return other_type.is_type(*exp.DataType.NUMERIC_TYPES)
+    return mine_type.this == other_type.this and mine_type.this != exp.DataType.Type.UNKNOWN
 
 
 def _conditions(column: exp.Column, keys: KeyValues) -> list[exp.Expr]:

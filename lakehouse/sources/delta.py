@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from ivm import WEIGHT, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
@@ -95,7 +96,10 @@ class DeltaSourceReader:
         """
         if old is None or old == new:
             rows = self.snapshot(new)
-            rows = with_weight(rows.select(*projected(rows.columns, columns)))
+            kept = projected(rows.columns, columns)
+            if kept != rows.columns:  # quoted: a Delta column name may hold a dot
+                rows = rows.select(*[F.col("`" + n.replace("`", "``") + "`") for n in kept])
+            rows = with_weight(rows)
             return ChangeFeed(consolidate(rows)) if old is None else ChangeFeed.empty(rows)
         if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
             changes = self._read_or_expired(old, lambda: self._cdf(old, new))

@@ -87,3 +87,24 @@ def test_arrow_keys_reads_bounds_and_distinct_values_without_nulls() -> None:
     many = pa.table({"k": pa.array(range(IN_LIST_MAX + 1), pa.int64())})
     wide = arrow_keys(many, ["k"])
     assert wide is not None and wide["k"] == KeyValues(0, IN_LIST_MAX, None)
+
+
+def test_partners_of_another_type_are_not_restricted() -> None:
+    """``=`` casts a string to the number it meets; ``IN`` and ``BETWEEN`` with the change's
+    string values would compare as strings and drop partners the join matches."""
+    schemas = {"a": {"k": "string", "x": "int"}, "b": {"k": "bigint", "y": "decimal(15,2)"},
+               "c": {"k": "int", "z": "string"}}
+    query = compile_view("v", "SELECT a.x, b.y, c.z FROM a JOIN b ON a.k = b.k "
+                              "JOIN c ON c.k = b.k", schemas).query
+    assert isinstance(query, exp.Select)
+    strings = restricted(query.copy(), join_columns(query, "a"),
+                         {"k": KeyValues("007", "9", ("007", "9"))})
+    assert strings.args.get("where") is None
+    numbers = restricted(query.copy(), join_columns(query, "c"),
+                         {"k": KeyValues(1, 7, (1, 7))})  # int against bigint: numbers both
+    assert "b.k IN (1, 7)" in numbers.args["where"].sql("spark")
+
+
+def test_arrow_keys_leave_types_arrow_cannot_compare_to_spark() -> None:
+    uuids = pa.array([b"0123456789abcdef"], pa.binary(16)).cast(pa.uuid())
+    assert arrow_keys(pa.table({"u": uuids}), ["u"]) is None
