@@ -135,12 +135,13 @@ class IcebergSourceReader:
             SnapshotExpiredError: ``old`` was expired; only a full refresh can catch up.
             SourceError: The table or ``new`` does not exist.
         """
-        full = self.snapshot(new).schema
+        at_new = self.snapshot(new)
+        full = at_new.schema
         kept = set(projected(full.names, columns))
         spark_columns = StructType([f for f in full.fields if f.name in kept])
         if old is None:
-            rows = self.snapshot(new).selectExpr(*_aligned(self.snapshot(new), spark_columns))
-            return ChangeFeed(consolidate(with_weight(rows)))
+            return ChangeFeed(consolidate(with_weight(
+                at_new.selectExpr(*_aligned(at_new, spark_columns)))))
         if old == new:
             return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], spark_columns)))
         table = self._table()

@@ -22,16 +22,20 @@ the leftover position deletes and appended files would slow later full refreshes
 
 from __future__ import annotations
 
-import shutil
 import time
 from typing import Any
 
 from pyspark.sql import functions as F
 
-from catalog_api import CatalogSettings, serve_in_thread
 from lakehouse.refresh import current_frontier
-from tests.benchmarks.common import WORK, load_average
-from tests.benchmarks.tpch_refresh import CHANGED, FIXED_ORDERS, QUERIES, TpchBench
+from tests.benchmarks.common import load_average
+from tests.benchmarks.tpch_refresh import (
+    CHANGED,
+    FIXED_ORDERS,
+    QUERIES,
+    TpchBench,
+    fresh_catalog,
+)
 from tests.tpch.schema import SCHEMAS
 
 SCALE_FACTOR = 0.1
@@ -88,32 +92,26 @@ class CrossoverBench(TpchBench):
 
 def run(sf: float = SCALE_FACTOR, fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
     """Load SF ``sf``, warm up, and measure every fraction; the part's results."""
-    root = WORK / "crossover_run"
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "warehouse").mkdir(parents=True)
-    settings = CatalogSettings(warehouse=(root / "warehouse").as_uri(),
-                               database_url=f"sqlite:///{root / 'catalog.db'}")
-    server = serve_in_thread(settings, host="127.0.0.1", port=0)
     bench = None
     try:
-        bench = CrossoverBench(sf, server.uri, root / "warehouse")
-        out: dict[str, Any] = {"scale_factor": sf, "queries": list(QUERIES),
-                               "fractions": list(fractions), "load": bench.load_tables(),
-                               "initial": bench.initial()}
-        # The first incremental refreshes of a session run cold (class loading, JIT).
-        bench.insert_orders(FIXED_ORDERS)
-        for q in QUERIES:
-            bench.runtime.refresh(bench.view(q, "incremental"))
-        out["warm_up_reset_s"] = bench.reset()
-        orders = bench.spark.table(bench.table("orders")).count()
-        out["batches"] = []
-        for fraction in fractions:
-            out["batches"] += bench.fraction(fraction, orders)
-        out["load_after"] = load_average()
-        bench.duck.close()
-        bench.spark.catalog.clearCache()
+        with fresh_catalog("crossover_run") as (uri, warehouse):
+            bench = CrossoverBench(sf, uri, warehouse)
+            out: dict[str, Any] = {"scale_factor": sf, "queries": list(QUERIES),
+                                   "fractions": list(fractions), "load": bench.load_tables(),
+                                   "initial": bench.initial()}
+            # The first incremental refreshes of a session run cold (class loading, JIT).
+            bench.insert_orders(FIXED_ORDERS)
+            for q in QUERIES:
+                bench.runtime.refresh(bench.view(q, "incremental"))
+            out["warm_up_reset_s"] = bench.reset()
+            orders = bench.spark.table(bench.table("orders")).count()
+            out["batches"] = []
+            for fraction in fractions:
+                out["batches"] += bench.fraction(fraction, orders)
+            out["load_after"] = load_average()
+            bench.duck.close()
+            bench.spark.catalog.clearCache()
     finally:
-        server.stop()
         if bench is not None:  # a later part builds its own session, wired to its catalog
             bench.runtime.close()
     return out

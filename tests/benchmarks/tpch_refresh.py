@@ -28,6 +28,8 @@ import re
 import shutil
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +354,25 @@ def generate_cached(sf: float) -> Path:
     return folder
 
 
+@contextmanager
+def fresh_catalog(name: str) -> Iterator[tuple[str, Path]]:
+    """A REST catalog (SQLite) over an empty warehouse under the benchmark folder ``name``.
+
+    Yields:
+        The catalog's URI and the warehouse folder; the catalog stops on exit.
+    """
+    root = WORK / name
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "warehouse").mkdir(parents=True)
+    settings = CatalogSettings(warehouse=(root / "warehouse").as_uri(),
+                               database_url=f"sqlite:///{root / 'catalog.db'}")
+    server = serve_in_thread(settings, host="127.0.0.1", port=0)
+    try:
+        yield server.uri, root / "warehouse"
+    finally:
+        server.stop()
+
+
 def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: int = 3,
         fractions: tuple[float, ...] = FRACTIONS, delete_fractions: tuple[float, ...] = FRACTIONS,
         delete_scaling_below: float = 10.0, profile_deletes: tuple[str, ...] = tuple(QUERIES),
@@ -365,45 +386,40 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
     and more are skipped; below ``cow_delete_below`` the scaling run adds one copy-on-write
     fixed delete. The delete profile covers ``profile_deletes``.
     """
-    root = WORK / "tpch_run"
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "warehouse").mkdir(parents=True)
-    settings = CatalogSettings(warehouse=(root / "warehouse").as_uri(),
-                               database_url=f"sqlite:///{root / 'catalog.db'}")
-    server = serve_in_thread(settings, host="127.0.0.1", port=0)
     sessions: list[TpchBench] = []
     results: dict[str, Any] = {"scale_factors": dict(
         read_results().get("tpch", {}).get("scale_factors", {}))}
     try:
-        for sf in scale_factors:
-            started, load = time.time(), load_average()
-            print(f"TPC-H SF {sf}: load", flush=True)
-            bench = TpchBench(sf, server.uri, root / "warehouse")
-            sessions.append(bench)
-            entry: dict[str, Any] = {"load": bench.load_tables(), "initial": bench.initial()}
-            entry["laws"] = bench.laws()
-            bench.attach_duckdb()
-            print(f"TPC-H SF {sf}: scaling, floor", flush=True)
-            entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below,
-                                             cow_delete=sf < cow_delete_below)
-            entry["floor"] = bench.floor()
-            if sf in batch_scale_factors:
-                print(f"TPC-H SF {sf}: batches", flush=True)
-                deletes = delete_fractions if sf < delete_scaling_below else delete_fractions[:1]
-                sizes = tuple(f for f in fractions if f < 0.1 or sf < large_fraction_below)
-                entry["batches"] = bench.batches(sizes, deletes)
-            print(f"TPC-H SF {sf}: profile", flush=True)
-            entry["profile"] = bench.profile(profile_deletes)
-            entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),
-                             "wall_s": round(time.time() - started), "load_before": load,
-                             "load_after": load_average()}
-            previous = results["scale_factors"].get(f"{sf:g}", {})
-            results["scale_factors"][f"{sf:g}"] = {**previous, **entry}  # keeps parts not run
-            save_part("tpch", results)  # a later scale factor may not finish in time
-            bench.duck.close()
-            bench.spark.catalog.clearCache()
+        with fresh_catalog("tpch_run") as (uri, warehouse):
+            for sf in scale_factors:
+                started, load = time.time(), load_average()
+                print(f"TPC-H SF {sf}: load", flush=True)
+                bench = TpchBench(sf, uri, warehouse)
+                sessions.append(bench)
+                entry: dict[str, Any] = {"load": bench.load_tables(), "initial": bench.initial()}
+                entry["laws"] = bench.laws()
+                bench.attach_duckdb()
+                print(f"TPC-H SF {sf}: scaling, floor", flush=True)
+                entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below,
+                                                 cow_delete=sf < cow_delete_below)
+                entry["floor"] = bench.floor()
+                if sf in batch_scale_factors:
+                    print(f"TPC-H SF {sf}: batches", flush=True)
+                    deletes = (delete_fractions if sf < delete_scaling_below
+                               else delete_fractions[:1])
+                    sizes = tuple(f for f in fractions if f < 0.1 or sf < large_fraction_below)
+                    entry["batches"] = bench.batches(sizes, deletes)
+                print(f"TPC-H SF {sf}: profile", flush=True)
+                entry["profile"] = bench.profile(profile_deletes)
+                entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),
+                                 "wall_s": round(time.time() - started), "load_before": load,
+                                 "load_after": load_average()}
+                previous = results["scale_factors"].get(f"{sf:g}", {})
+                results["scale_factors"][f"{sf:g}"] = {**previous, **entry}  # keeps parts not run
+                save_part("tpch", results)  # a later scale factor may not finish in time
+                bench.duck.close()
+                bench.spark.catalog.clearCache()
     finally:
-        server.stop()
         if sessions:  # the next part builds its own session, wired to its own catalog
             sessions[-1].runtime.close()
     return results
