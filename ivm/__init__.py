@@ -8,6 +8,7 @@ the view's aggregate state, which the caller passes to the next :func:`maintain`
 
 from ivm.aggregate_state import AggregateState
 from ivm.compiler import compile_view, referenced_sources
+from ivm.driver_state import DRIVER_STATE_MAX_ROWS
 from ivm.errors import IvmError, NotIncrementalError, SqlParseError
 from ivm.evaluate import Maintained, SourceInput, maintain, recompute, reload, view_delta
 from ivm.explain import explain
@@ -17,6 +18,7 @@ from ivm.source_columns import used_columns
 from ivm.zset import WEIGHT, consolidate, expand, with_weight
 
 __all__ = [
+    "DRIVER_STATE_MAX_ROWS",
     "WEIGHT",
     "AggregateState",
     "IvmError",

@@ -180,13 +180,14 @@ def sum_type(spark_type: str) -> str:
     Source: Spark ``Sum.resultType``: integers give bigint, ``decimal(p, s)`` gives
     ``decimal(min(38, p + 10), s)``.
     """
-    precision, scale = _decimal(spark_type)
+    precision, scale = decimal_parts(spark_type)
     if precision is None:
         return "bigint"
     return f"decimal({min(38, precision + 10)},{scale})"
 
 
-def _decimal(spark_type: str) -> tuple[int | None, int]:
+def decimal_parts(spark_type: str) -> tuple[int | None, int]:
+    """Precision and scale of ``decimal(p, s)``; (None, 0) for other Spark types."""
     if not spark_type.startswith("decimal"):
         return None, 0
     inner = spark_type[spark_type.index("(") + 1:spark_type.index(")")]
@@ -249,7 +250,7 @@ def _from_state(aggregate: exp.AggFunc, form: AggregateForm, arg_types: Sequence
 
 def _average(total: exp.Expr, count: exp.Expr, arg_type: str) -> exp.Expr:
     """Spark's ``Average`` from its sum and count (``Average.evaluateExpression``)."""
-    precision, scale = _decimal(arg_type)
+    precision, scale = decimal_parts(arg_type)
     if precision is None:
         return exp.Div(this=exp.cast(total, "double"), expression=exp.cast(count, "double"))
     quotient = exp.Div(this=total, expression=exp.cast(count, "decimal(20,0)"))

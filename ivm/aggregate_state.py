@@ -6,6 +6,7 @@ j-th argument's non-null values (in the type of Spark's ``SUM``; 0 when none),
 of a view at a frontier is kept by the caller between ticks (:class:`AggregateState`);
 a tick adds the aggregate of the input delta to the state of the affected groups
 (:func:`advance`) and emits the view rows of those groups before (-1) and after (+1).
+A small state is held on the driver instead (:mod:`ivm.driver_state`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -35,14 +37,19 @@ SIGN = "__sign"
 class AggregateState:
     """The aggregate state of one view at one frontier.
 
+    Held on Spark (``rows``) or, when small, on the driver (``table``): exactly one of
+    the two is set.
+
     Attributes:
+        arg_types: The Spark type of each argument, which fixes the state's types.
         rows: State rows (``__g*``, ``__s*``, ``__c*``, ``__n``), checkpointed: their
             lineage does not reach the change feeds they were computed from.
-        arg_types: The Spark type of each argument, which fixes the state's types.
+        table: The same state rows as an Arrow table on the driver.
     """
 
-    rows: DataFrame
     arg_types: tuple[str, ...]
+    rows: DataFrame | None = None
+    table: pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,19 @@ def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str]) -> Agg
         arg_types: Spark type of each ``__a<j>``.
     """
     state = _partial(form, rows.withColumn(SIGN, F.lit(1).cast("bigint")), arg_types)
-    return AggregateState(state.localCheckpoint(eager=True), tuple(arg_types))
+    return AggregateState(tuple(arg_types), rows=state.localCheckpoint(eager=True))
+
+
+def change_aggregate(form: AggregateForm, delta: DataFrame, arg_types: Sequence[str]
+                     ) -> DataFrame:
+    """The input delta's partial aggregate: state rows (one per group) to add to the state.
+
+    Args:
+        form: The aggregate block.
+        delta: The block's input rows' delta: ``__g*``, ``__a*`` and ``_weight``.
+        arg_types: The state's argument types.
+    """
+    return _partial(form, _unit_rows(delta), arg_types)
 
 
 def advance(form: AggregateForm, state: AggregateState, delta: DataFrame) -> Advanced:
@@ -88,7 +107,8 @@ def advance(form: AggregateForm, state: AggregateState, delta: DataFrame) -> Adv
     Returns:
         The new state (checkpointed) and the affected groups before and after.
     """
-    change = _partial(form, _unit_rows(delta), state.arg_types).localCheckpoint(eager=True)
+    assert state.rows is not None, "a state on the driver advances in ivm.driver_state"
+    change = change_aggregate(form, delta, state.arg_types).localCheckpoint(eager=True)
     groups = _group_columns(form)
     before = _matching(state.rows, change, groups, "left_semi")
     stats = [F.sum(c).cast(t).alias(c) for c, t in _stat_types(form, state.arg_types)]
@@ -96,7 +116,7 @@ def advance(form: AggregateForm, state: AggregateState, delta: DataFrame) -> Adv
     kept = after if form.is_global else after.where(F.col(ROWS) != 0)
     untouched = _matching(state.rows, change, groups, "left_anti")
     rows = untouched.unionByName(kept).localCheckpoint(eager=True)
-    return Advanced(AggregateState(rows, state.arg_types), before, after)
+    return Advanced(AggregateState(state.arg_types, rows=rows), before, after)
 
 
 def _unit_rows(delta: DataFrame) -> DataFrame:

@@ -6,14 +6,16 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import count
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StructField, StructType
 from sqlglot import exp
 
+from ivm import driver_output, driver_state
 from ivm.aggregate_form import (
     ARG_PREFIX,
     AggregateForm,
@@ -21,8 +23,9 @@ from ivm.aggregate_form import (
     exact_type,
     state_output,
 )
-from ivm.aggregate_state import AggregateState, advance, build
+from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
 from ivm.change_keys import arrow_keys, spark_keys
+from ivm.driver_state import DRIVER_STATE_MAX_ROWS
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
@@ -46,6 +49,7 @@ from ivm.shape import (
     key_expressions,
     outer_join,
 )
+from ivm.spark_arrow import collect, to_arrow
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
 
 _IDENTIFIER = re.compile(r"\W")
@@ -75,15 +79,39 @@ class SourceInput:
 class Maintained:
     """The result of a tick, and the state to keep for the next one.
 
+    The rows are a Spark DataFrame (``frame``) or, when the aggregate state is held on
+    the driver, an Arrow table computed there (``arrow``); :attr:`rows` and
+    :meth:`to_arrow` give either as the other.
+
     Attributes:
-        rows: The view's delta (a consolidated Z-set: output columns plus ``_weight``)
-            from :func:`maintain`, or the view's rows from :func:`reload`.
+        frame: The rows on Spark, or None when they are in ``arrow``.
         state: The aggregate state at the new frontier, for a view maintained by the
             invertible-aggregate law (None for other views).
+        arrow: The rows on the driver, or None when they are in ``frame``.
+        schema: The Spark schema of ``arrow``'s rows.
     """
 
-    rows: DataFrame
+    frame: DataFrame | None = None
     state: AggregateState | None = None
+    arrow: pa.Table | None = None
+    schema: StructType | None = None
+
+    @cached_property
+    def rows(self) -> DataFrame:
+        """The rows as a Spark DataFrame (built from ``arrow`` when computed on the driver).
+
+        From :func:`maintain`, the view's delta (a consolidated Z-set: output columns plus
+        ``_weight``); from :func:`reload`, the view's rows (duplicates kept).
+        """
+        if self.frame is not None:
+            return self.frame
+        assert self.arrow is not None and self.schema is not None
+        spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+        return spark.createDataFrame(self.arrow.to_pylist(), self.schema)
+
+    def to_arrow(self) -> pa.Table:
+        """The rows as an Arrow table (collected from Spark unless computed on the driver)."""
+        return self.arrow if self.arrow is not None else collect(self.rows)
 
 
 def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
@@ -104,7 +132,8 @@ def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
 
 
 def maintain(
-    plan: ViewPlan, inputs: Mapping[str, SourceInput], state: AggregateState | None = None
+    plan: ViewPlan, inputs: Mapping[str, SourceInput], state: AggregateState | None = None,
+    driver_state_max_rows: int = DRIVER_STATE_MAX_ROWS,
 ) -> Maintained:
     """Compute the view's delta, reading and advancing its aggregate state.
 
@@ -114,6 +143,10 @@ def maintain(
         state: The aggregate state at the old frontier (from the previous tick's
             :class:`Maintained`), or None: a view maintained by the invertible-aggregate
             law then builds it from the sources' old snapshots (one full aggregation).
+        driver_state_max_rows: A state built here is held on the driver up to this many
+            groups, when the view's outputs allow it (:mod:`ivm.driver_output`); 0 keeps
+            it on Spark. A state held on the driver that outgrows it is dropped (the
+            next tick builds it again).
 
     Returns:
         The delta (a consolidated Z-set) and the state at the new frontier.
@@ -130,18 +163,26 @@ def maintain(
             return Maintained(empty, state)
         form = _invertible(plan)
         if form is not None:
-            state = state or _build(scope, form, "old")
+            state = state or _build(scope, form, "old", driver_state_max_rows)
         if form is None or state is None:
             return Maintained(consolidate(_delta(scope, plan.query)))
-        advanced = advance(form, state, _delta(scope, form.rows()))
         schema = _as_written(scope, plan).schema
+        if state.table is not None:
+            return _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
+        advanced = advance(form, state, _delta(scope, form.rows()))
         sides = [with_weight(_output(scope, form, advanced.state.arg_types, rows, schema), weight)
                  for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
         return Maintained(consolidate(sides[0].union(sides[1])), advanced.state)
 
 
-def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
+def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
+           driver_state_max_rows: int = DRIVER_STATE_MAX_ROWS) -> Maintained:
     """Compute the whole view from the sources' new snapshots, and its aggregate state.
+
+    Args:
+        plan: The compiled view.
+        inputs: One entry per source of the view.
+        driver_state_max_rows: As for :func:`maintain`.
 
     Returns:
         The view's rows (duplicates kept) and, for a view maintained by the
@@ -149,10 +190,18 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
     """
     form = _invertible(plan)
     with _scope(plan, inputs) as scope:
-        state = _build(scope, form, "new") if form is not None else None
+        state = (_build(scope, form, "new", driver_state_max_rows)
+                 if form is not None else None)
         if form is None or state is None:
             return Maintained(_as_written(scope, plan))
         schema = _as_written(scope, plan).schema
+        if state.table is not None:
+            outputs = driver_output.plain_outputs(form)
+            assert outputs is not None
+            rows = driver_output.view_rows(form, outputs, state.arg_types, state.table,
+                                           schema.names)
+            return Maintained(state=state, arrow=rows, schema=schema)
+        assert state.rows is not None
         return Maintained(_output(scope, form, state.arg_types, state.rows, schema), state)
 
 
@@ -342,18 +391,48 @@ def _invertible(plan: ViewPlan) -> AggregateForm | None:
     return aggregate_form(plan.query)
 
 
-def _build(scope: _Scope, form: AggregateForm, role: str) -> AggregateState | None:
+def _build(scope: _Scope, form: AggregateForm, role: str, driver_max_rows: int
+           ) -> AggregateState | None:
     """The aggregate state at ``role`` (a full aggregation of the block's input rows).
 
-    None when Spark types an argument of SUM or AVG as inexact (floating point), which
-    the compiler's types did not foresee: the view then falls back to affected-key
-    recompute.
+    Held on the driver when the view's outputs are plain reads of it, its groups compare
+    exactly in Arrow and it has at most ``driver_max_rows`` groups; else on Spark. None
+    when Spark types an argument of SUM or AVG as inexact (floating point), which the
+    compiler's types did not foresee: the view then falls back to affected-key recompute.
     """
     rows = scope.run(at_role(form.rows(), role, scope.relation))
     types = [rows.schema[f"{ARG_PREFIX}{j}"].dataType.simpleString() for j in range(len(form.args))]
     if not all(exact_type(t) for t, summed in zip(types, form.summed, strict=True) if summed):
         return None
-    return build(form, rows, types)
+    state = build(form, rows, types)
+    if driver_max_rows <= 0 or driver_output.plain_outputs(form) is None:
+        return state
+    assert state.rows is not None
+    table = to_arrow(state.rows, driver_max_rows)
+    if table is None or not driver_state.supports(table.schema):
+        return state
+    return AggregateState(state.arg_types, table=table)
+
+
+def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState,
+                       schema: StructType, max_rows: int) -> Maintained:
+    """A tick of a state held on the driver: one Spark query, the delta's aggregate.
+
+    Returns:
+        The view's delta in Arrow, and the new state (None once it has more than
+        ``max_rows`` groups: the next tick builds it again, on Spark).
+    """
+    assert state.table is not None
+    outputs = driver_output.plain_outputs(form)
+    assert outputs is not None
+    change = collect(change_aggregate(form, _delta(scope, form.rows()), state.arg_types))
+    advanced = driver_state.advance(state.table, change, form.is_global)
+    rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
+                                    advanced.after, schema.names)
+    kept = (AggregateState(state.arg_types, table=advanced.state)
+            if advanced.state.num_rows <= max_rows else None)
+    weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
+    return Maintained(state=kept, arrow=rows, schema=weighted_schema)
 
 
 def _output(scope: _Scope, form: AggregateForm, arg_types: Sequence[str],

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pyspark.sql import DataFrame
-
 from ivm import (
     WEIGHT,
     Maintained,
@@ -31,7 +29,6 @@ from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
 from lakehouse.progress import counted, phase
 from lakehouse.sources.base import SourceReader
-from lakehouse.spark.arrow import to_arrow
 from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
 from sinks.iceberg import IcebergSink
@@ -150,13 +147,13 @@ def _refresh_group(
         if full_reason is None:
             phase("compute view delta")
             maintained = maintain(plan, inputs, states.get(view.name, group.old))
-            result.rows_out += _apply(sinks, group, maintained.rows, plan)
+            result.rows_out += _apply(sinks, group, maintained, plan)
             result.mode = "incremental"
         else:
             phase("compute view", detail=full_reason)
             maintained = (_recompute(plan, inputs) if view.refresh == "full"
                           else reload(plan, inputs))
-            result.rows_out += _replace(sinks, group, maintained.rows)
+            result.rows_out += _replace(sinks, group, maintained)
             result.mode, result.reason = "full", full_reason
         states.put(view.name, group.new, maintained.state)
     except RefreshError:
@@ -234,14 +231,15 @@ def _inputs(
     return inputs
 
 
-def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) -> int:
+def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan) -> int:
     """Commit a view delta to the group's sinks; returns its rows (+ and -).
 
-    The delta is collected to Arrow once, for both sinks; the Iceberg sink writes it with
-    pyiceberg (one commit), or with Spark when it is larger than the sink's Arrow limit
-    (which then evaluates the delta again: a rare, large refresh).
+    The delta is collected to Arrow once (unless it was computed there), for both sinks;
+    the Iceberg sink writes it with pyiceberg (one commit), or with Spark when it is
+    larger than the sink's Arrow limit (which then evaluates the delta again: a rare,
+    large refresh).
     """
-    changes = to_arrow(delta)
+    changes = delta.to_arrow()
     counted(changes.num_rows)
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
@@ -250,7 +248,7 @@ def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) ->
         if changes.num_rows <= sinks.iceberg.arrow_max_rows:
             sinks.iceberg.apply_arrow(changes, plan.key, group.new)
         else:
-            sinks.iceberg.apply(delta, plan.key, group.new)
+            sinks.iceberg.apply(delta.rows, plan.key, group.new)
     failpoint("between-sink-commits")
     if "delta" in group.kinds and sinks.delta is not None:
         phase("Delta commit")
@@ -259,9 +257,9 @@ def _apply(sinks: ViewSinks, group: _Group, delta: DataFrame, plan: ViewPlan) ->
     return changes.num_rows
 
 
-def _replace(sinks: ViewSinks, group: _Group, rows: DataFrame) -> int:
-    """Replace the group's sinks' content by ``rows``; returns the number of rows."""
-    content = to_arrow(rows)
+def _replace(sinks: ViewSinks, group: _Group, view: Maintained) -> int:
+    """Replace the group's sinks' content by the view's rows; returns their number."""
+    content = view.to_arrow()
     counted(content.num_rows)
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
@@ -270,7 +268,7 @@ def _replace(sinks: ViewSinks, group: _Group, rows: DataFrame) -> int:
         if content.num_rows <= sinks.iceberg.arrow_max_rows:
             sinks.iceberg.replace_arrow(content, group.new)
         else:
-            sinks.iceberg.replace(rows, group.new)
+            sinks.iceberg.replace(view.rows, group.new)
     failpoint("between-sink-commits")
     if "delta" in group.kinds and sinks.delta is not None:
         phase("Delta commit")

@@ -1,23 +1,7 @@
-"""Collect Spark DataFrames as Arrow tables."""
+"""Collect Spark DataFrames as Arrow tables (the engine's collector, :mod:`ivm.spark_arrow`)."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-from pyspark.sql import DataFrame
+from ivm.spark_arrow import collect as to_arrow
 
-
-def to_arrow(frame: DataFrame) -> pa.Table:
-    """Collect ``frame`` to the driver as an Arrow table, keeping Spark's types.
-
-    Uses ``DataFrame.toArrow`` (Spark 4) or the Arrow collector of Spark 3.5, never
-    pandas, whose nullable integers would turn into floats.
-    """
-    collect = getattr(frame, "toArrow", None)
-    if collect is not None:
-        return collect()
-    batches = frame._collect_as_arrow()  # noqa: SLF001  (Spark 3.5's Arrow collector)
-    if batches:
-        return pa.Table.from_batches(batches)
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(frame.schema).empty_table()
+__all__ = ["to_arrow"]

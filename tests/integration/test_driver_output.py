@@ -1,0 +1,81 @@
+"""The view's rows computed on the driver equal Spark's over the same aggregate state.
+
+The oracle is Spark running :func:`ivm.aggregate_form.state_output`, the SQL that
+computes the same rows when the state is held on Spark: SUM, COUNT and AVG, with the
+rounding of a decimal average at every precision and scale where it differs.
+"""
+
+import random
+from decimal import Context, Decimal
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from ivm import compile_view
+from ivm.aggregate_form import aggregate_form, state_output, sum_type
+from ivm.driver_output import plain_outputs, view_rows
+
+COUNTS = [1, 2, 3, 4, 7, 8, 16, 32, 64, 125, 1000, 3 ** 20, 2 ** 40]  # ties come from 2s and 5s
+
+
+def _state_rows(precision: int, scale: int, seed: int) -> list[dict]:
+    """State rows whose sums have at most ``precision`` digits."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(400):
+        count = rng.choice(COUNTS + [0])
+        digits = rng.randint(0, precision)
+        unscaled = rng.randint(1 - 10 ** digits, 10 ** digits - 1) if count else 0
+        if i % 5 == 0 and count:  # halfway: odd multiple of count / 2 past the last digit
+            unscaled = count * rng.randint(-999, 999) + count // 2
+        total = Decimal(unscaled).scaleb(-scale, Context(prec=80))
+        rows.append({"__g0": f"g{i}", "__s0": total, "__c0": count,
+                     "__n": count + rng.randint(0, 2)})
+    return rows
+
+
+@pytest.mark.parametrize(("precision", "scale"), [
+    (15, 2), (5, 0), (38, 10), (30, 18), (20, 20), (10, 9), (38, 38), (28, 0),
+])
+def test_decimal_outputs_equal_spark(spark: SparkSession, precision: int, scale: int) -> None:
+    arg_type = f"decimal({precision},{scale})"
+    plan = compile_view("v", "SELECT g, SUM(x) AS s, AVG(x) AS a, COUNT(x) AS c, COUNT(*) AS n "
+                             "FROM t GROUP BY g", {"t": {"g": "string", "x": arg_type}})
+    form = aggregate_form(plan.query)
+    assert form is not None
+    outputs = plain_outputs(form)
+    assert outputs is not None
+    total_type = sum_type(arg_type)
+    rows = _state_rows(min(38, precision + 10), scale, seed=precision * 100 + scale)
+    spark.createDataFrame(rows, f"__g0 string, __s0 {total_type}, __c0 bigint, __n bigint"
+                          ).createOrReplaceTempView("driver_output_state")
+    expected = spark.sql(state_output(form, [arg_type], "driver_output_state").sql("spark"))
+    arrow_state = pa.Table.from_pylist(rows, schema=pa.schema([
+        ("__g0", pa.string()), ("__s0", pa.decimal128(min(38, precision + 10), scale)),
+        ("__c0", pa.int64()), ("__n", pa.int64())]))
+    mine = view_rows(form, outputs, [arg_type], arrow_state, ["g", "s", "a", "c", "n"])
+    assert mine.schema.field("a").type == pa.decimal128(min(38, precision + 4),
+                                                       min(38, scale + 4))
+    assert sorted(mine.to_pylist(), key=lambda r: r["g"]) == sorted(
+        (r.asDict() for r in expected.collect()), key=lambda r: r["g"])
+
+
+def test_integer_average_is_a_double_division(spark: SparkSession) -> None:
+    plan = compile_view("v", "SELECT g, AVG(x) AS a, SUM(x) AS s FROM t GROUP BY g",
+                        {"t": {"g": "int", "x": "int"}})
+    form = aggregate_form(plan.query)
+    assert form is not None
+    outputs = plain_outputs(form)
+    assert outputs is not None
+    rng = random.Random(7)
+    rows = [{"__g0": i, "__s0": rng.randint(-10 ** 12, 10 ** 12), "__c0": rng.choice(COUNTS + [0]),
+             "__n": 5} for i in range(300)]
+    spark.createDataFrame(rows, "__g0 int, __s0 bigint, __c0 bigint, __n bigint"
+                          ).createOrReplaceTempView("driver_output_ints")
+    expected = spark.sql(state_output(form, ["int"], "driver_output_ints").sql("spark"))
+    arrow_state = pa.Table.from_pylist(rows, schema=pa.schema([
+        ("__g0", pa.int32()), ("__s0", pa.int64()), ("__c0", pa.int64()), ("__n", pa.int64())]))
+    mine = view_rows(form, outputs, ["int"], arrow_state, ["g", "a", "s"])
+    assert sorted(mine.to_pylist(), key=lambda r: r["g"]) == sorted(
+        (r.asDict() for r in expected.collect()), key=lambda r: r["g"])

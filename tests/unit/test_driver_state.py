@@ -1,0 +1,115 @@
+"""The aggregate state held on the driver: group matching, exact sums, the view's delta."""
+
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from ivm import IvmError, compile_view
+from ivm.aggregate_form import aggregate_form
+from ivm.driver_output import Output, consolidated, delta_rows, plain_outputs
+from ivm.driver_state import advance, supports
+
+STATE = pa.schema([("__g0", pa.string()), ("__g1", pa.int32()), ("__s0", pa.decimal128(25, 2)),
+                   ("__c0", pa.int64()), ("__n", pa.int64())])
+
+
+def _state(*rows: tuple) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(STATE.names, row, strict=True)) for row in rows],
+                                schema=STATE)
+
+
+def _by_group(table: pa.Table) -> dict[tuple, tuple]:
+    return {(r["__g0"], r["__g1"]): (r["__s0"], r["__c0"], r["__n"]) for r in table.to_pylist()}
+
+
+def test_changes_add_to_their_groups_and_null_matches_null() -> None:
+    state = _state(("a", 1, Decimal("1.50"), 1, 1), (None, 1, Decimal("2.00"), 2, 2),
+                   ("a", None, Decimal("3.00"), 1, 1), ("b", 2, Decimal("4.00"), 1, 1))
+    change = _state((None, 1, Decimal("-2.00"), -1, -1), ("a", None, Decimal("-3.00"), -1, -1),
+                    ("c", 3, Decimal("0.25"), 1, 1), ("a", 1, Decimal("0.00"), 0, 1))
+    advanced = advance(state, change, is_global=False)
+    assert _by_group(advanced.state) == {
+        ("a", 1): (Decimal("1.50"), 1, 2),
+        (None, 1): (Decimal("0.00"), 1, 1),
+        ("b", 2): (Decimal("4.00"), 1, 1),  # untouched
+        ("c", 3): (Decimal("0.25"), 1, 1),  # new group
+    }  # ("a", None) lost its last row: gone
+    assert _by_group(advanced.before) == {k: v for k, v in _by_group(state).items()
+                                          if k != ("b", 2)}
+    assert _by_group(advanced.after)[("a", None)] == (Decimal("0.00"), 0, 0)
+    assert advanced.state.schema == STATE
+
+
+def test_a_global_group_stays_at_zero_rows() -> None:
+    schema = pa.schema([("__s0", pa.int64()), ("__c0", pa.int64()), ("__n", pa.int64())])
+    state = pa.table({"__s0": [5], "__c0": [1], "__n": [1]}, schema=schema)
+    change = pa.table({"__s0": [-5], "__c0": [-1], "__n": [-1]}, schema=schema)
+    advanced = advance(state, change, is_global=True)
+    assert advanced.state.to_pylist() == [{"__s0": 0, "__c0": 0, "__n": 0}]
+    assert advance(state, change.slice(0, 0), is_global=True).state == state
+
+
+def test_a_decimal_sum_that_overflows_its_type_is_an_error() -> None:
+    schema = pa.schema([("__g0", pa.int64()), ("__s0", pa.decimal128(38, 0)), ("__n", pa.int64())])
+    big = Decimal(10 ** 38 - 1)
+    state = pa.table({"__g0": [1], "__s0": [big], "__n": [1]}, schema=schema)
+    with pytest.raises(IvmError, match="__s0 overflows"):
+        advance(state, state, is_global=False)
+
+
+def test_bigint_sums_wrap_as_spark_outside_ansi_mode() -> None:
+    schema = pa.schema([("__g0", pa.int64()), ("__s0", pa.int64()), ("__n", pa.int64())])
+    state = pa.table({"__g0": [1], "__s0": [2 ** 63 - 1], "__n": [1]}, schema=schema)
+    change = pa.table({"__g0": [1], "__s0": [1], "__n": [1]}, schema=schema)
+    assert advance(state, change, is_global=False).state["__s0"].to_pylist() == [-2 ** 63]
+
+
+def test_float_and_nested_groups_stay_on_spark() -> None:
+    assert supports(STATE)
+    assert not supports(pa.schema([("__g0", pa.float64()), ("__n", pa.int64())]))
+    assert not supports(pa.schema([("__g0", pa.list_(pa.int64())), ("__n", pa.int64())]))
+
+
+SCHEMAS = {"sales": {"shop": "string", "qty": "int", "price": "decimal(15,2)"}}
+
+
+@pytest.mark.parametrize(("sql", "plain"), [
+    ("SELECT shop, SUM(qty) AS q, AVG(price) AS p, COUNT(*) AS n FROM sales GROUP BY shop",
+     True),
+    ("SELECT COUNT(price) AS c, shop FROM sales GROUP BY shop", True),
+    ("SELECT shop, SUM(qty) + 1 AS q FROM sales GROUP BY shop", False),
+    ("SELECT shop, SUM(qty) AS q FROM sales GROUP BY shop HAVING COUNT(*) > 1", False),
+    ("SELECT UPPER(shop) AS s, COUNT(*) AS n FROM sales GROUP BY shop", False),
+])
+def test_only_plain_reads_of_the_state_are_computed_on_the_driver(sql: str, plain: bool) -> None:
+    form = aggregate_form(compile_view("v", sql, SCHEMAS).query)
+    assert form is not None
+    assert (plain_outputs(form) is not None) is plain
+
+
+def test_the_delta_holds_changed_rows_only() -> None:
+    sql = "SELECT shop, SUM(qty) AS q, COUNT(*) AS n FROM sales GROUP BY shop"
+    form = aggregate_form(compile_view("v", sql, SCHEMAS).query)
+    assert form is not None
+    outputs = plain_outputs(form)
+    assert outputs == (Output("group", 0), Output("sum", 0), Output("rows"))
+    schema = pa.schema([("__g0", pa.string()), ("__s0", pa.int64()), ("__c0", pa.int64()),
+                        ("__n", pa.int64())])
+    before = pa.Table.from_pylist([{"__g0": "x", "__s0": 3, "__c0": 1, "__n": 1},
+                                   {"__g0": "y", "__s0": 1, "__c0": 1, "__n": 1}], schema=schema)
+    after = pa.Table.from_pylist([{"__g0": "x", "__s0": 3, "__c0": 1, "__n": 1},  # unchanged
+                                  {"__g0": "y", "__s0": 0, "__c0": 0, "__n": 0},  # gone
+                                  {"__g0": None, "__s0": 0, "__c0": 0, "__n": 2}],  # SUM NULL
+                                 schema=schema)
+    delta = delta_rows(form, outputs, ["int"], before, after, ["shop", "q", "n"])
+    assert sorted(delta.to_pylist(), key=str) == sorted([
+        {"shop": "y", "q": 1, "n": 1, "_weight": -1},
+        {"shop": None, "q": None, "n": 2, "_weight": 1},
+    ], key=str)
+
+
+def test_consolidation_merges_equal_rows_null_included() -> None:
+    zset = pa.table({"a": [None, None, "x", "x"], "_weight": [1, 2, 1, -1]})
+    assert consolidated(zset).to_pylist() == [{"a": None, "_weight": 3}]
+
