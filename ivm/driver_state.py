@@ -19,8 +19,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ivm.aggregate_form import GROUP_PREFIX, ROWS
+from ivm.aggregate_form import (
+    ARG_PREFIX,
+    COUNT_PREFIX,
+    GROUP_PREFIX,
+    ROWS,
+    SUM_PREFIX,
+    AggregateForm,
+    decimal_parts,
+)
 from ivm.errors import IvmError
+from ivm.zset import WEIGHT
 
 DRIVER_STATE_MAX_ROWS = 250_000
 """Default for the largest aggregate state (in groups) kept on the driver.
@@ -60,6 +69,52 @@ def supports(state: pa.Schema) -> bool:
              pa.types.is_date, pa.types.is_timestamp, pa.types.is_boolean)
     return all(any(test(field.type) for test in exact)
                for field in state if field.name.startswith(GROUP_PREFIX))
+
+
+def sums_exactly(form: AggregateForm, arg_types: Sequence[str]) -> bool:
+    """Whether :func:`change_aggregate` adds every summed argument exactly.
+
+    Arrow sums a decimal in 38 digits and wraps on overflow. An argument of at most 28
+    digits leaves 10 digits of headroom, more than any change held on the driver needs;
+    wider decimals are summed by Spark (:func:`ivm.aggregate_state.change_aggregate`).
+    """
+    return all((decimal_parts(arg_type)[0] or 0) <= 28
+               for arg_type, summed in zip(arg_types, form.summed, strict=True) if summed)
+
+
+def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table:
+    """The input delta's partial aggregate in Arrow (as its Spark namesake computes it).
+
+    Args:
+        form: The aggregate block; its summed arguments satisfy :func:`sums_exactly`.
+        delta: The block's input rows' delta, collected: ``__g*``, ``__a*``, ``_weight``.
+
+    Returns:
+        One row per group of ``delta`` (NULL is a group): ``__g*``, per argument its signed
+        sum ``__s<j>`` (if summed; 0 when none) and count ``__c<j>`` of non-null values,
+        and ``__n`` the sum of the weights. Sums are wider than the state's: :func:`advance`
+        casts them, exactly, to its types.
+    """
+    weights = delta[WEIGHT].to_numpy(zero_copy_only=False)
+    rows = delta.take(pa.array(np.repeat(np.arange(delta.num_rows), np.abs(weights))))
+    sign = pa.array(np.repeat(np.sign(weights), np.abs(weights)).astype(np.int64))
+    groups = [f"{GROUP_PREFIX}{i}" for i in range(len(form.groups))]
+    columns = {name: rows[name] for name in groups} or {"__global": pa.nulls(len(sign))}
+    aggregates = []
+    for j, summed in enumerate(form.summed):
+        value = rows[f"{ARG_PREFIX}{j}"]
+        if summed:
+            columns[f"{SUM_PREFIX}{j}"] = pc.if_else(pc.greater(sign, 0), value, pc.negate(value))
+            aggregates.append((f"{SUM_PREFIX}{j}", "sum"))
+        columns[f"{COUNT_PREFIX}{j}"] = pc.if_else(pc.is_null(value), 0, sign)
+        aggregates.append((f"{COUNT_PREFIX}{j}", "sum"))
+    columns[ROWS] = sign
+    aggregates.append((ROWS, "sum"))
+    table = pa.table(columns)
+    keys = groups or ["__global"]
+    summed_up = table.group_by(keys, use_threads=False).aggregate(aggregates)
+    totals = {name: pc.fill_null(summed_up[f"{name}_sum"], 0) for name, _ in aggregates}
+    return pa.table({**{name: summed_up[name] for name in groups}, **totals})
 
 
 def advance(state: pa.Table, change: pa.Table, is_global: bool) -> DriverAdvanced:

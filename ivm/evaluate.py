@@ -416,7 +416,10 @@ def _build(scope: _Scope, form: AggregateForm, role: str, driver_max_rows: int
 
 def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState,
                        schema: StructType, max_rows: int) -> Maintained:
-    """A tick of a state held on the driver: one Spark query, the delta's aggregate.
+    """A tick of a state held on the driver: one Spark query, the block's input delta.
+
+    The delta's rows are collected and aggregated in Arrow, or aggregated by Spark when a
+    summed argument is too wide to add exactly in Arrow.
 
     Returns:
         The view's delta in Arrow, and the new state (None once it has more than
@@ -425,7 +428,11 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     assert state.table is not None
     outputs = driver_output.plain_outputs(form)
     assert outputs is not None
-    change = collect(change_aggregate(form, _delta(scope, form.rows()), state.arg_types))
+    rows = _delta(scope, form.rows())
+    if driver_state.sums_exactly(form, state.arg_types):  # one Spark job, no shuffle
+        change = driver_state.change_aggregate(form, collect(rows))
+    else:
+        change = collect(change_aggregate(form, rows, state.arg_types))
     advanced = driver_state.advance(state.table, change, form.is_global)
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, schema.names)

@@ -14,6 +14,7 @@ Only table metadata is read (pyiceberg, delta-rs): no Spark job, no data file.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -103,6 +104,7 @@ class SchemaGuard:
         self.config = config
         self.catalog = catalog
         self._past: dict[tuple[str, int], SourceSchema | None] = {}
+        self._plans: dict[str, tuple[str, ViewPlan]] = {}
 
     def schema(self, name: str, version: int | None) -> SourceSchema | None:
         """Source ``name``'s schema at ``version`` (None: current); None when unreadable.
@@ -172,7 +174,7 @@ class SchemaGuard:
             SourceError: A source's table cannot be read.
         """
         schemas = self.compile_schemas(view, frontier)
-        plan = compile_view(view.name, view.sql, schemas, view.key, source_keys)
+        plan = self._compiled(view, schemas, source_keys)
         extra = set(plan.columns) - set(built or plan.columns)
         if not extra:
             return plan
@@ -185,6 +187,21 @@ class SchemaGuard:
                 f"its SQL yields columns {sorted(extra)} that its sink tables (columns "
                 f"{list(built or [])}) lack: was the SQL changed? Rebuild the view (drop its "
                 "tables)", view=view.name) from None
+
+    def _compiled(self, view: ViewConfig, schemas: dict[str, dict[str, str]],
+                  source_keys: Mapping[str, Sequence[str]] | None) -> ViewPlan:
+        """``compile_view`` of ``view`` over ``schemas``; the last plan per view is kept.
+
+        Compiling is a pure function of its inputs and takes tens of milliseconds; the
+        schema check of every tick compiles the same view over the same schemas.
+        """
+        key = json.dumps([view.sql, schemas, view.key, source_keys], sort_keys=True,
+                         default=list)
+        kept = self._plans.get(view.name)
+        if kept is None or kept[0] != key:
+            kept = (key, compile_view(view.name, view.sql, schemas, view.key, source_keys))
+            self._plans[view.name] = kept
+        return kept[1]
 
     def changes(self, view: ViewConfig, frontiers: Iterable[Mapping[str, int] | None],
                 built: Sequence[str] | None = None) -> list[SchemaChange]:

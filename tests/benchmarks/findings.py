@@ -358,11 +358,12 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             f"- **Spark jobs per refresh** (`ivm/evaluate.py` `maintain`: {share}): an "
             f"incremental refresh runs {_span(jobs, '', 0)} "
             "Spark jobs (*inc Spark jobs*), each paying scheduling and planning whatever its "
-            "data; the floor is one job. Change feeds now reach the view delta without a Spark "
-            "job of their own (computed in Arrow, keys read from Arrow); what remains is the "
-            "aggregate state's three actions and the collect, split into more jobs by adaptive "
-            "execution, plus Spark's planning of the delta terms on the driver. Keeping small "
-            "aggregate states on the driver would remove most of them." + _needed(sfs),
+            "data; the floor is one job. Change feeds reach the view delta without a Spark job "
+            "of their own, and an aggregate state of plain SUM/COUNT/AVG outputs is held on the "
+            "driver (`ivm/driver_state.py`), so Q1 runs one Spark job. What remains in the join "
+            "views is the delta terms themselves: each reads its partners from the sources "
+            "(restricted to the change's keys), and Spark plans the union of the terms on the "
+            "driver." + _needed(sfs),
             "- **Merge-on-read change feeds decode whole row groups** "
             "(`lakehouse/sources/iceberg_positions.py`): with Spark's default 128 MB row groups "
             "a scattered delete decodes nearly the whole table (item *Why deletes cost more*), "

@@ -8,7 +8,7 @@ import pytest
 from ivm import IvmError, compile_view
 from ivm.aggregate_form import aggregate_form
 from ivm.driver_output import Output, consolidated, delta_rows, plain_outputs
-from ivm.driver_state import advance, supports
+from ivm.driver_state import advance, change_aggregate, sums_exactly, supports
 
 STATE = pa.schema([("__g0", pa.string()), ("__g1", pa.int32()), ("__s0", pa.decimal128(25, 2)),
                    ("__c0", pa.int64()), ("__n", pa.int64())])
@@ -113,3 +113,31 @@ def test_consolidation_merges_equal_rows_null_included() -> None:
     zset = pa.table({"a": [None, None, "x", "x"], "_weight": [1, 2, 1, -1]})
     assert consolidated(zset).to_pylist() == [{"a": None, "_weight": 3}]
 
+
+
+def test_the_change_aggregate_weighs_signs_counts_and_nulls() -> None:
+    sql = "SELECT shop, SUM(price) AS p, COUNT(qty) AS q, COUNT(*) AS n FROM sales GROUP BY shop"
+    form = aggregate_form(compile_view("v", sql, SCHEMAS).query)
+    assert form is not None and sums_exactly(form, ["decimal(15,2)", "int"])
+    assert not sums_exactly(form, ["decimal(38,2)", "int"])
+    delta = pa.table({
+        "__g0": ["a", "a", None, "b", "b"],
+        "__a0": pa.array([Decimal("1.50"), None, Decimal("2.00"), Decimal("9.99"), None],
+                         pa.decimal128(15, 2)),
+        "__a1": pa.array([1, 2, None, 3, 4], pa.int32()),
+        "_weight": pa.array([2, -1, 1, 0, -1], pa.int64()),
+    })
+    change = change_aggregate(form, delta)
+    assert sorted(change.to_pylist(), key=str) == sorted([
+        {"__g0": "a", "__s0": Decimal("3.00"), "__c0": 2, "__c1": 1, "__n": 1},
+        {"__g0": None, "__s0": Decimal("2.00"), "__c0": 1, "__c1": 0, "__n": 1},
+        {"__g0": "b", "__s0": Decimal("0.00"), "__c0": 0, "__c1": -1, "__n": -1},
+    ], key=str)
+
+
+def test_the_change_aggregate_of_a_global_aggregate_is_one_row() -> None:
+    form = aggregate_form(compile_view("v", "SELECT SUM(qty) AS q FROM sales", SCHEMAS).query)
+    assert form is not None
+    delta = pa.table({"__a0": pa.array([5, 7], pa.int32()), "_weight": [1, -1]})
+    assert change_aggregate(form, delta).to_pylist() == [{"__s0": -2, "__c0": 0, "__n": 0}]
+    assert change_aggregate(form, delta.slice(0, 0)).num_rows == 0
