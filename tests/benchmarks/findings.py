@@ -361,9 +361,9 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "data; the floor is one job. Change feeds reach the view delta without a Spark job "
             "of their own, and an aggregate state of plain SUM/COUNT/AVG outputs is held on the "
             "driver (`ivm/driver_state.py`), so a Q1 refresh runs one Spark query. What remains "
-            "in the join views is the delta terms themselves: each reads its partners from the sources "
-            "(restricted to the change's keys), and Spark plans the union of the terms on the "
-            "driver." + _needed(sfs),
+            "in the join views is the delta terms themselves: each reads its partners from the "
+            "sources (restricted to the change's keys), and Spark plans the union of the terms "
+            "on the driver." + _needed(sfs),
             "- **Merge-on-read change feeds decode whole row groups** "
             "(`lakehouse/sources/iceberg_positions.py`): with Spark's default 128 MB row groups "
             "a scattered delete decodes nearly the whole table (item *Why deletes cost more*), "
