@@ -26,6 +26,7 @@ from ivm.aggregate_form import (
     ROWS,
     SUM_PREFIX,
     AggregateForm,
+    decimal_parts,
     sum_type,
 )
 from ivm.zset import WEIGHT
@@ -136,8 +137,9 @@ def _partial(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str]) -> 
     stats: list[Column] = []
     for j, arg_type in enumerate(arg_types):
         value = F.col(f"{ARG_PREFIX}{j}")
-        if form.summed[j]:
-            signed = F.when(sign > 0, value).otherwise(-value)
+        if form.summed[j]:  # an integer is negated as bigint: -(-2^31) does not fit an int
+            wide = value if decimal_parts(arg_type)[0] is not None else value.cast("bigint")
+            signed = F.when(sign > 0, wide).otherwise(-wide)
             stats.append(F.coalesce(F.sum(signed), F.lit(0)).cast(sum_type(arg_type))
                          .alias(f"{SUM_PREFIX}{j}"))
         counted = F.when(value.isNull(), F.lit(0)).otherwise(sign)

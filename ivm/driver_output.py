@@ -83,7 +83,7 @@ def _as_output(form: AggregateForm, node: exp.Expr) -> Output | None:
 
 
 def view_rows(form: AggregateForm, outputs: Sequence[Output], arg_types: Sequence[str],
-              state: pa.Table, names: Sequence[str]) -> pa.Table:
+              state: pa.Table, columns: Sequence[tuple[str, bool]]) -> pa.Table:
     """The view's rows of the groups in ``state`` (groups with no rows left drop out).
 
     Args:
@@ -91,19 +91,23 @@ def view_rows(form: AggregateForm, outputs: Sequence[Output], arg_types: Sequenc
         outputs: Its :func:`plain_outputs`.
         arg_types: The Spark type of each argument.
         state: State rows (``__g*``, ``__s*``, ``__c*``, ``__n``).
-        names: The view's column names, one per output.
+        columns: The view's columns, one per output: name and whether Spark types it
+            nullable (the Arrow fields say the same, as Spark's collector would).
 
     Returns:
         One row per group with ``__n > 0`` (every row for a global aggregate): the view's
         columns, typed as Spark types them (a grouping value keeps its state type).
     """
     rows = state if form.is_global else state.filter(pc.greater(state[ROWS], 0))
-    columns = [_column(output, rows, arg_types) for output in outputs]
-    return pa.Table.from_arrays(columns, names=list(names))
+    arrays = [_column(output, rows, arg_types) for output in outputs]
+    schema = pa.schema([pa.field(name, array.type, nullable)
+                        for (name, nullable), array in zip(columns, arrays, strict=True)])
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def delta_rows(form: AggregateForm, outputs: Sequence[Output], arg_types: Sequence[str],
-               before: pa.Table, after: pa.Table, names: Sequence[str]) -> pa.Table:
+               before: pa.Table, after: pa.Table, columns: Sequence[tuple[str, bool]]
+               ) -> pa.Table:
     """The view's delta from the affected groups' state before and after a tick.
 
     Returns:
@@ -112,7 +116,7 @@ def delta_rows(form: AggregateForm, outputs: Sequence[Output], arg_types: Sequen
     """
     sides = []
     for rows, weight in ((after, 1), (before, -1)):
-        view = view_rows(form, outputs, arg_types, rows, names)
+        view = view_rows(form, outputs, arg_types, rows, columns)
         sides.append(view.append_column(WEIGHT, pa.array([weight] * view.num_rows, pa.int64())))
     return consolidated(pa.concat_tables(sides))
 
@@ -145,7 +149,9 @@ def _column(output: Output, rows: pa.Table, arg_types: Sequence[str]) -> pa.Chun
         return pc.if_else(empty, pa.scalar(None, total.type), total)
     if pa.types.is_decimal(total.type):
         return decimal_average(total, count, arg_types[output.index])
-    quotient = pc.divide(total.cast(pa.float64()), pc.if_else(empty, 1, count).cast(pa.float64()))
+    # CAST(sum AS DOUBLE) rounds past 2^53, as Spark's cast does
+    quotient = pc.divide(total.cast(pa.float64(), safe=False),
+                         pc.if_else(empty, 1, count).cast(pa.float64()))
     return pc.if_else(empty, pa.scalar(None, pa.float64()), quotient)
 
 

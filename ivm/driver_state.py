@@ -1,9 +1,10 @@
-"""The aggregate state on the driver: an Arrow table, advanced without a Spark job.
+"""The aggregate state on the driver: an Arrow table, advanced without Spark.
 
 Most aggregate views have few groups (a dashboard's dimensions), so their state fits
-the driver's memory. A tick then runs one Spark query, the aggregate of the input
-delta, and finds and adds up the affected groups here: a hash join of the change's
-groups against the state's, and exact addition of their sums and counts.
+the driver's memory. A tick then runs one Spark query, the block's input delta (or its
+aggregate, see :func:`sums_exactly`), collected; the rest is done here: the delta's
+partial aggregate (:func:`change_aggregate`), a hash join of its groups against the
+state's, and exact addition of their sums and counts (:func:`advance`).
 
 State columns as in :mod:`ivm.aggregate_state`: ``__g*`` the grouping values, ``__s*``
 the sums (bigint, or a decimal in the type of Spark's ``SUM``), ``__c*`` and ``__n``
@@ -30,6 +31,10 @@ from ivm.aggregate_form import (
 )
 from ivm.errors import IvmError
 from ivm.zset import WEIGHT
+
+DRIVER_DELTA_MAX_ROWS = 1_000_000
+"""Largest change (rows of the sources' change feeds) whose input rows are collected to
+the driver and aggregated there; a larger one is aggregated by Spark first."""
 
 DRIVER_STATE_MAX_ROWS = 250_000
 """Default for the largest aggregate state (in groups) kept on the driver.
@@ -75,8 +80,9 @@ def sums_exactly(form: AggregateForm, arg_types: Sequence[str]) -> bool:
     """Whether :func:`change_aggregate` adds every summed argument exactly.
 
     Arrow sums a decimal in 38 digits and wraps on overflow. An argument of at most 28
-    digits leaves 10 digits of headroom, more than any change held on the driver needs;
-    wider decimals are summed by Spark (:func:`ivm.aggregate_state.change_aggregate`).
+    digits leaves 10 digits of headroom: an overflow takes 10^10 rows, far more than the
+    changes collected to the driver (:data:`DRIVER_DELTA_MAX_ROWS`); wider decimals are
+    summed by Spark (:func:`ivm.aggregate_state.change_aggregate`).
     """
     return all((decimal_parts(arg_type)[0] or 0) <= 28
                for arg_type, summed in zip(arg_types, form.summed, strict=True) if summed)
@@ -103,8 +109,9 @@ def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table:
     aggregates = []
     for j, summed in enumerate(form.summed):
         value = rows[f"{ARG_PREFIX}{j}"]
-        if summed:
-            columns[f"{SUM_PREFIX}{j}"] = pc.if_else(pc.greater(sign, 0), value, pc.negate(value))
+        if summed:  # an integer is negated as bigint: -(-2^31) does not fit an int
+            wide = value if pa.types.is_decimal(value.type) else value.cast(pa.int64())
+            columns[f"{SUM_PREFIX}{j}"] = pc.if_else(pc.greater(sign, 0), wide, pc.negate(wide))
             aggregates.append((f"{SUM_PREFIX}{j}", "sum"))
         columns[f"{COUNT_PREFIX}{j}"] = pc.if_else(pc.is_null(value), 0, sign)
         aggregates.append((f"{COUNT_PREFIX}{j}", "sum"))
@@ -123,7 +130,7 @@ def advance(state: pa.Table, change: pa.Table, is_global: bool) -> DriverAdvance
     Args:
         state: The state at the old frontier, one row per group.
         change: The input delta's partial aggregate (same columns, one row per group),
-            from :func:`ivm.aggregate_state.change_aggregate`.
+            from :func:`change_aggregate` or :func:`ivm.aggregate_state.change_aggregate`.
         is_global: The view aggregates without GROUP BY: its one group stays at zero rows.
 
     Returns:

@@ -25,7 +25,7 @@ from ivm.aggregate_form import (
 )
 from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
 from ivm.change_keys import arrow_keys, spark_keys
-from ivm.driver_state import DRIVER_STATE_MAX_ROWS
+from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
@@ -199,7 +199,7 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
             outputs = driver_output.plain_outputs(form)
             assert outputs is not None
             rows = driver_output.view_rows(form, outputs, state.arg_types, state.table,
-                                           schema.names)
+                                           _columns(schema))
             return Maintained(state=state, arrow=rows, schema=schema)
         assert state.rows is not None
         return Maintained(_output(scope, form, state.arg_types, state.rows, schema), state)
@@ -418,8 +418,9 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
                        schema: StructType, max_rows: int) -> Maintained:
     """A tick of a state held on the driver: one Spark query, the block's input delta.
 
-    The delta's rows are collected and aggregated in Arrow, or aggregated by Spark when a
-    summed argument is too wide to add exactly in Arrow.
+    The delta's rows are collected and aggregated in Arrow when the change feeds are in
+    Arrow and at most ``DRIVER_DELTA_MAX_ROWS`` rows, and Arrow adds every summed argument
+    exactly; otherwise Spark aggregates them first.
 
     Returns:
         The view's delta in Arrow, and the new state (None once it has more than
@@ -429,13 +430,16 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     outputs = driver_output.plain_outputs(form)
     assert outputs is not None
     rows = _delta(scope, form.rows())
-    if driver_state.sums_exactly(form, state.arg_types):  # one Spark job, no shuffle
+    changed = [scope.arrows.get(source) for source in scope.changed]
+    small = all(a is not None for a in changed) and sum(
+        a.num_rows for a in changed if a is not None) <= DRIVER_DELTA_MAX_ROWS
+    if small and driver_state.sums_exactly(form, state.arg_types):  # no shuffle
         change = driver_state.change_aggregate(form, collect(rows))
     else:
         change = collect(change_aggregate(form, rows, state.arg_types))
     advanced = driver_state.advance(state.table, change, form.is_global)
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
-                                    advanced.after, schema.names)
+                                    advanced.after, _columns(schema))
     kept = (AggregateState(state.arg_types, table=advanced.state)
             if advanced.state.num_rows <= max_rows else None)
     weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
@@ -454,6 +458,11 @@ def _output(scope: _Scope, form: AggregateForm, arg_types: Sequence[str],
     if types == [f.dataType for f in schema.fields]:
         return rows
     return rows.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+
+
+def _columns(schema: StructType) -> list[tuple[str, bool]]:
+    """Name and nullability of each field: the view's columns, as Spark types them."""
+    return [(f.name, f.nullable) for f in schema.fields]
 
 
 def _as_written(scope: _Scope, plan: ViewPlan) -> DataFrame:

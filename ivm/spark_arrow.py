@@ -15,7 +15,8 @@ def to_arrow(frame: DataFrame, max_rows: int | None = None) -> pa.Table | None:
 
     Args:
         frame: Any DataFrame; cache it first if it is also used elsewhere.
-        max_rows: Largest number of rows wanted, or None for all (never None then).
+        max_rows: Largest number of rows wanted, or None for all (the result is then
+            never None).
     """
     limited = frame if max_rows is None else frame.limit(max_rows + 1)
     collect = getattr(limited, "toArrow", None)

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from ivm import compile_view
 from ivm.aggregate_form import aggregate_form, state_output, sum_type
 from ivm.driver_output import plain_outputs, view_rows
+from ivm.spark_arrow import collect as to_arrow
 
 COUNTS = [1, 2, 3, 4, 7, 8, 16, 32, 64, 125, 1000, 3 ** 20, 2 ** 40]  # ties come from 2s and 5s
 
@@ -54,11 +55,14 @@ def test_decimal_outputs_equal_spark(spark: SparkSession, precision: int, scale:
     arrow_state = pa.Table.from_pylist(rows, schema=pa.schema([
         ("__g0", pa.string()), ("__s0", pa.decimal128(min(38, precision + 10), scale)),
         ("__c0", pa.int64()), ("__n", pa.int64())]))
-    mine = view_rows(form, outputs, [arg_type], arrow_state, ["g", "s", "a", "c", "n"])
+    spark_rows = expected.toDF("g", "s", "a", "c", "n")
+    columns = [(f.name, f.nullable) for f in spark_rows.schema.fields]
+    mine = view_rows(form, outputs, [arg_type], arrow_state, columns)
+    assert mine.schema == to_arrow(spark_rows).schema  # names, types and nullability
     assert mine.schema.field("a").type == pa.decimal128(min(38, precision + 4),
                                                        min(38, scale + 4))
     assert sorted(mine.to_pylist(), key=lambda r: r["g"]) == sorted(
-        (r.asDict() for r in expected.collect()), key=lambda r: r["g"])
+        (r.asDict() for r in spark_rows.collect()), key=lambda r: r["g"])
 
 
 def test_integer_average_is_a_double_division(spark: SparkSession) -> None:
@@ -71,11 +75,14 @@ def test_integer_average_is_a_double_division(spark: SparkSession) -> None:
     rng = random.Random(7)
     rows = [{"__g0": i, "__s0": rng.randint(-10 ** 12, 10 ** 12), "__c0": rng.choice(COUNTS + [0]),
              "__n": 5} for i in range(300)]
+    rows += [{"__g0": 300 + i, "__s0": total, "__c0": 3, "__n": 3}  # past 2^53: rounded
+             for i, total in enumerate([2 ** 53 + 1, -(2 ** 62) - 3, 2 ** 63 - 1])]
     spark.createDataFrame(rows, "__g0 int, __s0 bigint, __c0 bigint, __n bigint"
                           ).createOrReplaceTempView("driver_output_ints")
     expected = spark.sql(state_output(form, ["int"], "driver_output_ints").sql("spark"))
     arrow_state = pa.Table.from_pylist(rows, schema=pa.schema([
         ("__g0", pa.int32()), ("__s0", pa.int64()), ("__c0", pa.int64()), ("__n", pa.int64())]))
-    mine = view_rows(form, outputs, ["int"], arrow_state, ["g", "a", "s"])
+    mine = view_rows(form, outputs, ["int"], arrow_state,
+                     [(f.name, f.nullable) for f in expected.schema.fields])
     assert sorted(mine.to_pylist(), key=lambda r: r["g"]) == sorted(
         (r.asDict() for r in expected.collect()), key=lambda r: r["g"])

@@ -102,7 +102,9 @@ def test_the_delta_holds_changed_rows_only() -> None:
                                   {"__g0": "y", "__s0": 0, "__c0": 0, "__n": 0},  # gone
                                   {"__g0": None, "__s0": 0, "__c0": 0, "__n": 2}],  # SUM NULL
                                  schema=schema)
-    delta = delta_rows(form, outputs, ["int"], before, after, ["shop", "q", "n"])
+    columns = [("shop", True), ("q", True), ("n", False)]
+    delta = delta_rows(form, outputs, ["int"], before, after, columns)
+    assert [f.nullable for f in delta.schema] == [True, True, False, True]
     assert sorted(delta.to_pylist(), key=str) == sorted([
         {"shop": "y", "q": 1, "n": 1, "_weight": -1},
         {"shop": None, "q": None, "n": 2, "_weight": 1},
@@ -141,3 +143,12 @@ def test_the_change_aggregate_of_a_global_aggregate_is_one_row() -> None:
     delta = pa.table({"__a0": pa.array([5, 7], pa.int32()), "_weight": [1, -1]})
     assert change_aggregate(form, delta).to_pylist() == [{"__s0": -2, "__c0": 0, "__n": 0}]
     assert change_aggregate(form, delta.slice(0, 0)).num_rows == 0
+
+
+def test_an_int_argument_is_negated_as_bigint() -> None:
+    form = aggregate_form(compile_view(
+        "v", "SELECT shop, SUM(qty) AS q FROM sales GROUP BY shop", SCHEMAS).query)
+    assert form is not None
+    delta = pa.table({"__g0": ["a"], "__a0": pa.array([-2 ** 31], pa.int32()),
+                      "_weight": pa.array([-1], pa.int64())})
+    assert change_aggregate(form, delta)["__s0"].to_pylist() == [2 ** 31]
