@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from ivm import compile_view
 from ivm.aggregate_form import aggregate_form, state_output, sum_type
+from ivm.aggregate_state import change_aggregate
 from ivm.driver_output import plain_outputs, view_rows
 from ivm.spark_arrow import collect as to_arrow
 
@@ -86,3 +87,14 @@ def test_integer_average_is_a_double_division(spark: SparkSession) -> None:
                      [(f.name, f.nullable) for f in expected.schema.fields])
     assert sorted(mine.to_pylist(), key=lambda r: r["g"]) == sorted(
         (r.asDict() for r in expected.collect()), key=lambda r: r["g"])
+
+
+def test_spark_change_aggregate_negates_an_int_as_bigint(spark: SparkSession) -> None:
+    plan = compile_view("v", "SELECT g, SUM(x) AS s FROM t GROUP BY g",
+                        {"t": {"g": "int", "x": "int"}})
+    form = aggregate_form(plan.query)
+    assert form is not None
+    delta = spark.createDataFrame([(1, -2 ** 31, -1), (1, 5, 1)],
+                                  "__g0 int, __a0 int, _weight bigint")
+    (row,) = change_aggregate(form, delta, ["int"]).collect()
+    assert (row["__s0"], row["__c0"], row["__n"]) == (2 ** 31 + 5, 0, 0)
