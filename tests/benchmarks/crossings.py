@@ -49,13 +49,17 @@ def crossover(measured: list[tuple[float, float, float]]) -> Crossover | None:
     """The crossover share of ``(share, incremental_s, full_s)`` points sorted by share.
 
     Linear interpolation of ``incremental_s - full_s`` between the last point where the
-    incremental refresh is faster and the next one (where, by then, full is faster): a
-    single slower point earlier on (noise) does not end the incremental range.
-    None without points.
+    incremental refresh is faster and the next one (where, by then, full is faster). Noise
+    is one point out of line: a single slower point does not end the incremental range,
+    and a single faster point after two slower ones does not restart it (the range ends
+    at the first two slower points in a row). None without points.
     """
     if not measured:
         return None
-    faster = [i for i, (_, inc, full) in enumerate(measured) if inc < full]
+    slower = [inc >= full for _, inc, full in measured]
+    end = next((i for i in range(len(measured))
+                if slower[i] and (i + 1 == len(measured) or slower[i + 1])), len(measured))
+    faster = [i for i in range(end) if not slower[i]]
     if not faster:
         return Crossover(measured[0][0], "below")
     last = faster[-1]

@@ -27,6 +27,17 @@ def test_crossover_ignores_an_earlier_slower_point_and_bounds_the_range() -> Non
     assert crossover([]) is None
 
 
+def test_one_faster_point_after_two_slower_ones_is_noise() -> None:
+    # measured: Q5 deletes, CPU full / inc 0.58, 0.55, 1.03, 0.56, 0.53, 0.55
+    shares = [0.049, 0.098, 0.196, 0.293, 0.44, 0.588]
+    noisy = [(s, 1.0, f) for s, f in zip(shares, [0.58, 0.55, 1.03, 0.56, 0.53, 0.55],
+                                         strict=True)]
+    assert crossover(noisy) == Crossover(0.049, "below")
+    # one slower point inside an incremental range still does not end it
+    dip = [(0.05, 1.0, 2.0), (0.1, 2.5, 2.0), (0.2, 1.0, 2.0), (0.4, 3.0, 2.0), (0.6, 4.0, 2.0)]
+    assert crossover(dip) == Crossover(pytest.approx(0.3), "at")
+
+
 def _batch(fraction: float, kind: str, inc: dict[str, float], mismatched: int = 0) -> dict:
     row: dict[str, Any] = {"fraction": fraction, "kind": kind}
     for q, seconds in inc.items():
