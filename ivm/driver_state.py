@@ -1,8 +1,8 @@
 """The aggregate state on the driver: an Arrow table, advanced without Spark.
 
 Most aggregate views have few groups (a dashboard's dimensions), so their state fits
-the driver's memory. A tick then runs one Spark query, the block's input delta (or its
-aggregate, see :func:`sums_exactly`), collected; the rest is done here: the delta's
+the driver's memory. A tick then runs one Spark query, the block's input delta,
+collected (large changes are aggregated by Spark first); the rest is done here: the delta's
 partial aggregate (:func:`change_aggregate`), a hash join of its groups against the
 state's, and exact addition of their sums and counts (:func:`advance`).
 
@@ -27,7 +27,6 @@ from ivm.aggregate_form import (
     ROWS,
     SUM_PREFIX,
     AggregateForm,
-    decimal_parts,
 )
 from ivm.errors import IvmError
 from ivm.zset import WEIGHT
@@ -76,30 +75,19 @@ def supports(state: pa.Schema) -> bool:
                for field in state if field.name.startswith(GROUP_PREFIX))
 
 
-def sums_exactly(form: AggregateForm, arg_types: Sequence[str]) -> bool:
-    """Whether :func:`change_aggregate` adds every summed argument exactly.
-
-    Arrow sums a decimal in 38 digits and wraps on overflow. An argument of at most 28
-    digits leaves 10 digits of headroom: an overflow takes 10^10 rows, far more than the
-    changes collected to the driver (:data:`DRIVER_DELTA_MAX_ROWS`); wider decimals are
-    summed by Spark (:func:`ivm.aggregate_state.change_aggregate`).
-    """
-    return all((decimal_parts(arg_type)[0] or 0) <= 28
-               for arg_type, summed in zip(arg_types, form.summed, strict=True) if summed)
-
-
 def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table:
     """The input delta's partial aggregate in Arrow (as its Spark namesake computes it).
 
     Args:
-        form: The aggregate block; its summed arguments satisfy :func:`sums_exactly`.
+        form: The aggregate block.
         delta: The block's input rows' delta, collected: ``__g*``, ``__a*``, ``_weight``.
 
     Returns:
         One row per group of ``delta`` (NULL is a group): ``__g*``, per argument its signed
         sum ``__s<j>`` (if summed; 0 when none) and count ``__c<j>`` of non-null values,
-        and ``__n`` the sum of the weights. Sums are wider than the state's: :func:`advance`
-        casts them, exactly, to its types.
+        and ``__n`` the sum of the weights. Decimals are summed in 76 digits (an overflow
+        would take 10^38 rows), wider than the state's: :func:`advance` casts them to its
+        types.
     """
     weights = delta[WEIGHT].to_numpy(zero_copy_only=False)
     rows = delta.take(pa.array(np.repeat(np.arange(delta.num_rows), np.abs(weights))))
@@ -110,7 +98,7 @@ def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table:
     for j, summed in enumerate(form.summed):
         value = rows[f"{ARG_PREFIX}{j}"]
         if summed:  # an integer is negated as bigint: -(-2^31) does not fit an int
-            wide = value if pa.types.is_decimal(value.type) else value.cast(pa.int64())
+            wide = value.cast(_summand_type(value.type))
             columns[f"{SUM_PREFIX}{j}"] = pc.if_else(pc.greater(sign, 0), wide, pc.negate(wide))
             aggregates.append((f"{SUM_PREFIX}{j}", "sum"))
         columns[f"{COUNT_PREFIX}{j}"] = pc.if_else(pc.is_null(value), 0, sign)
@@ -122,6 +110,11 @@ def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table:
     summed_up = table.group_by(keys, use_threads=False).aggregate(aggregates)
     totals = {name: pc.fill_null(summed_up[f"{name}_sum"], 0) for name, _ in aggregates}
     return pa.table({**{name: summed_up[name] for name in groups}, **totals})
+
+
+def _summand_type(arg: pa.DataType) -> pa.DataType:
+    """The type in which an argument's values are negated and summed, exactly."""
+    return pa.decimal256(76, arg.scale) if pa.types.is_decimal(arg) else pa.int64()
 
 
 def advance(state: pa.Table, change: pa.Table, is_global: bool) -> DriverAdvanced:
@@ -139,7 +132,11 @@ def advance(state: pa.Table, change: pa.Table, is_global: bool) -> DriverAdvance
     Raises:
         IvmError: A decimal sum overflows its type.
     """
-    change = change.select(state.column_names).cast(state.schema)
+    try:
+        change = change.select(state.column_names).cast(state.schema)
+    except pa.ArrowInvalid as error:  # Spark's SUM would be NULL here (outside ANSI mode)
+        raise IvmError(f"the change's sums overflow the aggregate state's types: {error}"
+                       ) from error
     groups = [name for name in state.column_names if name.startswith(GROUP_PREFIX)]
     in_state, in_change = _matches(state, change, groups)
     before = state.take(pa.array(in_state, pa.int64()))

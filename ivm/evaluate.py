@@ -419,8 +419,8 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     """A tick of a state held on the driver: one Spark query, the block's input delta.
 
     The delta's rows are collected and aggregated in Arrow when the change feeds are in
-    Arrow and at most ``DRIVER_DELTA_MAX_ROWS`` rows, and Arrow adds every summed argument
-    exactly; otherwise Spark aggregates them first.
+    Arrow and at most ``DRIVER_DELTA_MAX_ROWS`` rows; otherwise Spark aggregates them
+    first.
 
     Returns:
         The view's delta in Arrow, and the new state (None once it has more than
@@ -433,7 +433,7 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     changed = [scope.arrows.get(source) for source in scope.changed]
     small = all(a is not None for a in changed) and sum(
         a.num_rows for a in changed if a is not None) <= DRIVER_DELTA_MAX_ROWS
-    if small and driver_state.sums_exactly(form, state.arg_types):  # no shuffle
+    if small:  # one Spark job, no shuffle
         change = driver_state.change_aggregate(form, collect(rows))
     else:
         change = collect(change_aggregate(form, rows, state.arg_types))
