@@ -201,8 +201,9 @@ def _profile(sfs: dict[str, Any]) -> str | None:
         for label, seconds in split.items():
             totals[label] = totals.get(label, 0.0) + seconds
         top = sorted(split.items(), key=lambda kv: -kv[1])[:2]
-        parts.append(f"{name.replace('_', ' ')} {prof['s']:.1f} s, {prof['spark_jobs']} Spark "
-                     "jobs (" + ", ".join(f"{k} {v:.1f} s" for k, v in top) + ")")
+        parts.append(f"{name.replace('_', ' ')} {prof['s']:.1f} s, "
+                     f"{spark_jobs(prof['spark_jobs'])} ("
+                     + ", ".join(f"{k} {v:.1f} s" for k, v in top) + ")")
     if not parts:
         return None
     whole = sum(totals.values())
@@ -343,6 +344,11 @@ def _needed(sfs: dict[str, Any]) -> str:
             f"({_span([n / floor for n in needed], '×')} the floor): the same fixed cost.")
 
 
+def spark_jobs(count: int) -> str:
+    """``1 Spark job``, ``2 Spark jobs``."""
+    return f"{count} Spark job{'' if count == 1 else 's'}"
+
+
 def what_is_left(results: dict[str, Any]) -> list[str]:
     """The section naming the remaining costs and where they are, with measured numbers."""
     sfs = results.get("tpch", {}).get("scale_factors", {})
@@ -360,7 +366,7 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "Spark jobs (*inc Spark jobs*), each paying scheduling and planning whatever its "
             "data; the floor is one job. Change feeds reach the view delta without a Spark job "
             "of their own, and an aggregate state of plain SUM/COUNT/AVG outputs is held on the "
-            "driver (`ivm/driver_state.py`), so a Q1 refresh runs one Spark query. What remains "
+            "driver (`ivm/driver_state.py`), so a Q1 refresh runs one Spark job. What remains "
             "in the join views is the delta terms themselves: each reads its partners from the "
             "sources (restricted to the change's keys), and Spark plans the union of the terms "
             "on the driver." + _needed(sfs),

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from lakehouse.config import DEFAULT_FULL_REFRESH_RATIO  # noqa: E402
 from tests.benchmarks.common import RESULTS, ROOT, read_results  # noqa: E402
 from tests.benchmarks.crossings import KINDS, crossovers, points  # noqa: E402
-from tests.benchmarks.findings import findings  # noqa: E402
+from tests.benchmarks.findings import findings, spark_jobs  # noqa: E402
 from tests.benchmarks.profile import CATEGORIES, categorize  # noqa: E402
 from tests.benchmarks.targets import QUERIES, TARGETS, fixed, share, targets  # noqa: E402
 
@@ -230,8 +230,8 @@ def _profiles(tpch: dict[str, Any]) -> list[str]:
     lines = []
     for sf, entry in tpch.get("scale_factors", {}).items():
         for name, prof in (entry.get("profile") or {}).items():
-            lines += [f"#### SF {sf}, {name}: {prof['s']:.2f} s, {prof['spark_jobs']} Spark "
-                      "jobs (driver-side cProfile; time in py4j calls is Spark work on the JVM)",
+            lines += [f"#### SF {sf}, {name}: {prof['s']:.2f} s, {spark_jobs(prof['spark_jobs'])} "
+                      "(driver-side cProfile; time in py4j calls is Spark work on the JVM)",
                       ""]
             if "breakdown" in prof:
                 lines += _table(["called by the refresh", "s", "calls"],
