@@ -15,6 +15,7 @@ from ivm.explain import explain
 from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
 from ivm.source_columns import used_columns
+from ivm.spark_arrow import collect_arrow, to_arrow
 from ivm.zset import WEIGHT, consolidate, expand, with_weight
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "SourceInput",
     "SqlParseError",
     "ViewPlan",
+    "collect_arrow",
     "compile_view",
     "referenced_sources",
     "consolidate",
@@ -37,6 +39,7 @@ __all__ = [
     "maintain",
     "recompute",
     "reload",
+    "to_arrow",
     "used_columns",
     "view_delta",
     "with_weight",

@@ -18,6 +18,8 @@ from functools import reduce
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 from ivm.aggregate_form import (
     ARG_PREFIX,
@@ -29,6 +31,8 @@ from ivm.aggregate_form import (
     decimal_parts,
     sum_type,
 )
+from ivm.driver_state import supports
+from ivm.spark_arrow import collect_arrow
 from ivm.zset import WEIGHT
 
 SIGN = "__sign"
@@ -68,16 +72,31 @@ class Advanced:
     after: DataFrame
 
 
-def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str]) -> AggregateState:
+def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str],
+          driver_max_rows: int = 0) -> AggregateState:
     """Aggregate the block's input rows into state (a full pass over ``rows``).
 
     Args:
         form: The aggregate block.
         rows: The block's input rows (``form.rows()`` evaluated): ``__g*``, ``__a*``.
         arg_types: Spark type of each ``__a<j>``.
+        driver_max_rows: Collect the state to the driver when it has at most this many
+            groups and they compare exactly in Arrow (:func:`ivm.driver_state.supports`);
+            0 keeps it on Spark. A larger state is aggregated again, on Spark.
     """
     state = _partial(form, rows.withColumn(SIGN, F.lit(1).cast("bigint")), arg_types)
+    if driver_max_rows > 0 and _driver_supports(state.schema):
+        table = collect_arrow(state, driver_max_rows)
+        if table is not None:
+            return AggregateState(tuple(arg_types), table=table)
     return AggregateState(tuple(arg_types), rows=state.localCheckpoint(eager=True))
+
+
+def _driver_supports(schema: StructType) -> bool:
+    try:
+        return supports(to_arrow_schema(schema))
+    except TypeError:  # PySpark has no Arrow type for it (UNSUPPORTED_DATA_TYPE...)
+        return False
 
 
 def change_aggregate(form: AggregateForm, delta: DataFrame, arg_types: Sequence[str]

@@ -49,7 +49,7 @@ from ivm.shape import (
     key_expressions,
     outer_join,
 )
-from ivm.spark_arrow import collect, to_arrow
+from ivm.spark_arrow import to_arrow
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
 
 _IDENTIFIER = re.compile(r"\W")
@@ -111,7 +111,7 @@ class Maintained:
 
     def to_arrow(self) -> pa.Table:
         """The rows as an Arrow table (collected from Spark unless computed on the driver)."""
-        return self.arrow if self.arrow is not None else collect(self.rows)
+        return self.arrow if self.arrow is not None else to_arrow(self.rows)
 
 
 def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
@@ -404,14 +404,8 @@ def _build(scope: _Scope, form: AggregateForm, role: str, driver_max_rows: int
     types = [rows.schema[f"{ARG_PREFIX}{j}"].dataType.simpleString() for j in range(len(form.args))]
     if not all(exact_type(t) for t, summed in zip(types, form.summed, strict=True) if summed):
         return None
-    state = build(form, rows, types)
-    if driver_max_rows <= 0 or driver_output.plain_outputs(form) is None:
-        return state
-    assert state.rows is not None
-    table = to_arrow(state.rows, driver_max_rows)
-    if table is None or not driver_state.supports(table.schema):
-        return state
-    return AggregateState(state.arg_types, table=table)
+    plain = driver_output.plain_outputs(form) is not None
+    return build(form, rows, types, driver_max_rows if plain else 0)
 
 
 def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState,
@@ -434,9 +428,9 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     small = all(a is not None for a in changed) and sum(
         a.num_rows for a in changed if a is not None) <= DRIVER_DELTA_MAX_ROWS
     if small:  # one Spark job, no shuffle
-        change = driver_state.change_aggregate(form, collect(rows))
+        change = driver_state.change_aggregate(form, to_arrow(rows))
     else:
-        change = collect(change_aggregate(form, rows, state.arg_types))
+        change = to_arrow(change_aggregate(form, rows, state.arg_types))
     advanced = driver_state.advance(state.table, change, form.is_global)
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, _columns(schema))

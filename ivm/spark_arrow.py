@@ -6,7 +6,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 
-def to_arrow(frame: DataFrame, max_rows: int | None = None) -> pa.Table | None:
+def collect_arrow(frame: DataFrame, max_rows: int | None = None) -> pa.Table | None:
     """``frame``'s rows as an Arrow table of Spark's types, or None past ``max_rows`` rows.
 
     Uses ``DataFrame.toArrow`` (Spark 4) or Spark 3.5's Arrow collector, never pandas,
@@ -33,8 +33,8 @@ def to_arrow(frame: DataFrame, max_rows: int | None = None) -> pa.Table | None:
     return None if max_rows is not None and rows.num_rows > max_rows else rows
 
 
-def collect(frame: DataFrame) -> pa.Table:
-    """All of ``frame``'s rows as an Arrow table of Spark's types (see :func:`to_arrow`)."""
-    rows = to_arrow(frame)
+def to_arrow(frame: DataFrame) -> pa.Table:
+    """All of ``frame``'s rows as an Arrow table of Spark's types (see :func:`collect_arrow`)."""
+    rows = collect_arrow(frame)
     assert rows is not None
     return rows

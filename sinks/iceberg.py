@@ -32,7 +32,7 @@ from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from ivm import WEIGHT
+from ivm import WEIGHT, collect_arrow
 from sinks.arrow_zset import expanded, has_deletes
 from sinks.errors import SinkError
 from sinks.frontier import FRONTIER_KEY, Frontier, decode_frontier
@@ -41,7 +41,6 @@ from sinks.iceberg_schema import arrow_schema, conformed
 from sinks.iceberg_snapshot import NO_RETRIES, DataFileWriter, commit_snapshot
 from sinks.iceberg_spark import SparkWriter
 from sinks.refresh_state import RefreshStates, freshness_properties, now_ms
-from sinks.spark_arrow import collect_arrow
 
 ARROW_MAX_ROWS = 1_000_000
 """Default: DataFrames of at most this many rows are collected and take the Arrow path."""

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ivm.spark_arrow import collect as to_arrow
+from ivm.spark_arrow import to_arrow
 
 __all__ = ["to_arrow"]
