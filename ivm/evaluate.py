@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import count
 
@@ -15,11 +15,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 from sqlglot import exp
 
-from ivm import driver_output, driver_state
+from ivm import arrow_eval, driver_output, driver_state
 from ivm.aggregate_form import (
     ARG_PREFIX,
     AggregateForm,
     aggregate_form,
+    decimal_parts,
     exact_type,
     state_output,
 )
@@ -64,14 +65,16 @@ class SourceInput:
         old: The source's rows at the old frontier; None when the view has not read
             the source before (the old snapshot is empty).
         delta: The change feed from old to new as a Z-set (source columns plus
-            ``_weight`` int64); None when the source did not advance.
+            ``_weight`` int64), or a function that returns it, called only if a Spark
+            query reads the change; None when the source did not advance.
         delta_arrow: The same change feed as an Arrow table, when the caller has it:
-            the change's join keys are then read from it, without a Spark job.
+            the change's join keys are then read from it, without a Spark job, and a
+            tick evaluated on the driver reads nothing else of the change.
     """
 
     new: DataFrame
     old: DataFrame | None = None
-    delta: DataFrame | None = None
+    delta: DataFrame | Callable[[], DataFrame] | None = None
     delta_arrow: pa.Table | None = None
 
 
@@ -166,9 +169,10 @@ def maintain(
             state = state or _build(scope, form, "old", driver_state_max_rows)
         if form is None or state is None:
             return Maintained(consolidate(_delta(scope, plan.query)))
-        schema = _as_written(scope, plan).schema
         if state.table is not None:
+            schema = state.schema or _as_written(scope, plan).schema
             return _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
+        schema = _as_written(scope, plan).schema
         advanced = advance(form, state, _delta(scope, form.rows()))
         sides = [with_weight(_output(scope, form, advanced.state.arg_types, rows, schema), weight)
                  for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
@@ -200,7 +204,7 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
             assert outputs is not None
             rows = driver_output.view_rows(form, outputs, state.arg_types, state.table,
                                            _columns(schema))
-            return Maintained(state=state, arrow=rows, schema=schema)
+            return Maintained(state=replace(state, schema=schema), arrow=rows, schema=schema)
         assert state.rows is not None
         return Maintained(_output(scope, form, state.arg_types, state.rows, schema), state)
 
@@ -225,6 +229,7 @@ class _Scope:
     arrows: dict[str, pa.Table] = field(default_factory=dict)
     registered: list[str] = field(default_factory=list)
     counter: Iterator[int] = field(default_factory=count)
+    pending: dict[str, DataFrame | Callable[[], DataFrame]] = field(default_factory=dict)
 
     def relation(self, role: str, source: str) -> str:
         """The temp view holding ``source`` at ``role`` (new, old or delta)."""
@@ -237,6 +242,19 @@ class _Scope:
         self.registered.append(name)
         return name
 
+    def defer(self, frame: DataFrame | Callable[[], DataFrame], role: str, source: str
+              ) -> None:
+        """Register ``frame`` (or the frame it returns) before the first Spark query.
+
+        A tick evaluated on the driver runs none: it builds no frame and makes no JVM call.
+        """
+        self.pending[self.relation(role, source)] = frame
+
+    def table(self, role: str, source: str) -> DataFrame:
+        """The frame of ``source`` at ``role``."""
+        self._flush()
+        return self.spark.table(self.relation(role, source))
+
     def run(self, query: exp.Query) -> DataFrame:
         """Run ``query``; the result stays valid after the temp views are dropped.
 
@@ -244,7 +262,14 @@ class _Scope:
         views, and ``DataFrameWriterV2`` re-analyses that plan. Selecting from the
         frame pins the analysed plan instead.
         """
+        self._flush()
         return self.spark.sql(query.sql("spark")).select("*")
+
+    def _flush(self) -> None:
+        for name, frame in self.pending.items():
+            (frame if isinstance(frame, DataFrame) else frame()).createOrReplaceTempView(name)
+            self.registered.append(name)
+        self.pending.clear()
 
 
 @contextmanager
@@ -258,10 +283,10 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope
     scope = _Scope(spark, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed, arrows)
     for source in plan.sources:
         state = inputs[source]
-        scope.register(state.new, "new", source)
-        scope.register(state.old if state.old is not None else state.new.limit(0), "old", source)
+        scope.defer(state.new, "new", source)
+        scope.defer(state.old if state.old is not None else state.new.limit(0), "old", source)
         if state.delta is not None:
-            scope.register(state.delta, "delta", source)
+            scope.defer(state.delta, "delta", source)
     try:
         yield scope
     finally:
@@ -310,7 +335,7 @@ def _restricted_term(scope: _Scope, query: exp.Select, position: int) -> exp.Sel
     arrow = scope.arrows.get(table.name)
     keys = arrow_keys(arrow, names) if arrow is not None else None
     if keys is None:
-        keys = spark_keys(scope.spark.table(scope.relation("delta", table.name)), names)
+        keys = spark_keys(scope.table("delta", table.name), names)
     return restricted(term, pairs, keys)
 
 
@@ -423,21 +448,64 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     assert state.table is not None
     outputs = driver_output.plain_outputs(form)
     assert outputs is not None
-    rows = _delta(scope, form.rows())
     changed = [scope.arrows.get(source) for source in scope.changed]
     small = all(a is not None for a in changed) and sum(
         a.num_rows for a in changed if a is not None) <= DRIVER_DELTA_MAX_ROWS
-    if small:  # one Spark job, no shuffle
-        change = driver_state.change_aggregate(form, to_arrow(rows))
+    local = _rows_on_driver(scope, form.rows(), state) if small else None
+    if local is not None:  # no Spark job
+        change = driver_state.change_aggregate(form, local)
+    elif small:  # one Spark job, no shuffle
+        change = driver_state.change_aggregate(form, to_arrow(_delta(scope, form.rows())))
     else:
+        rows = _delta(scope, form.rows())
         change = to_arrow(change_aggregate(form, rows, state.arg_types))
     advanced = driver_state.advance(state.table, change, form.is_global)
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, _columns(schema))
-    kept = (AggregateState(state.arg_types, table=advanced.state)
+    kept = (AggregateState(state.arg_types, table=advanced.state, schema=schema)
             if advanced.state.num_rows <= max_rows else None)
     weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
     return Maintained(state=kept, arrow=rows, schema=weighted_schema)
+
+
+def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState
+                    ) -> pa.Table | None:
+    """The delta of a one-table block's input rows, evaluated in Arrow from its change feed.
+
+    None when the block reads several tables or a derived table, or when an expression
+    is outside what :mod:`ivm.arrow_eval` computes exactly as Spark; Spark evaluates it then.
+
+    Returns:
+        ``__g*`` typed as the state's groups, ``__a*`` as Spark types the arguments, and
+        ``_weight``.
+    """
+    tables = block_tables(query)
+    if len(tables) != 1 or derived_tables(query) or tables[0].name not in scope.arrows:
+        return None
+    source = tables[0].name
+    term = delta_term(query, 0, scope.relation)
+    rows = arrow_eval.evaluate(term, {scope.relation("delta", source): scope.arrows[source]})
+    if rows is None:
+        return None
+    assert state.table is not None
+    types = {f.name: f.type for f in state.table.schema if f.name in rows.column_names}
+    types |= {f"{ARG_PREFIX}{j}": arrow_type for j, t in enumerate(state.arg_types)
+              if (arrow_type := _exact_arrow_type(t)) is not None}
+    try:
+        return pa.table({name: rows[name].cast(types[name]) if name in types else rows[name]
+                         for name in rows.column_names})
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None  # a value Spark would have typed differently: let Spark evaluate it
+
+
+def _exact_arrow_type(spark_type: str) -> pa.DataType | None:
+    """The Arrow type of a Spark integer or decimal type (None for others)."""
+    integers = {"tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(),
+                "bigint": pa.int64()}
+    if spark_type in integers:
+        return integers[spark_type]
+    precision, scale = decimal_parts(spark_type)
+    return pa.decimal128(precision, scale) if precision is not None else None
 
 
 def _output(scope: _Scope, form: AggregateForm, arg_types: Sequence[str],

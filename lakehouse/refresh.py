@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
+
+from pyspark.sql import DataFrame
 
 from ivm import (
     WEIGHT,
@@ -28,7 +30,7 @@ from lakehouse.config import ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
 from lakehouse.progress import counted, phase
-from lakehouse.sources.base import SourceReader
+from lakehouse.sources.base import ChangeFeed, SourceReader
 from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
 from sinks.iceberg import IcebergSink
@@ -174,8 +176,13 @@ def _changed_rows(inputs: Mapping[str, SourceInput]) -> int:
 
     Cheap: a change feed is either in Arrow already or checkpointed when it is read.
     """
-    return sum(i.delta_arrow.num_rows if i.delta_arrow is not None else i.delta.count()
-               for i in inputs.values() if i.delta is not None)
+    rows = 0
+    for changed in inputs.values():
+        if changed.delta_arrow is not None:
+            rows += changed.delta_arrow.num_rows
+        elif isinstance(changed.delta, DataFrame):
+            rows += changed.delta.count()
+    return rows
 
 
 def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -> str | None:
@@ -219,16 +226,26 @@ def _inputs(
         changed = after is not None and before != after
         feed = (reader.change_feed(before, after, used[name] or None)
                 if changed and after is not None else None)
-        delta = feed.rows if feed is not None else None
-        if feed is not None and not feed.materialized:  # read several times: computed once
-            delta = feed.rows.localCheckpoint(eager=True)
         inputs[name] = SourceInput(
             new=reader.snapshot(after),
             old=reader.snapshot(before) if before is not None else None,
-            delta=delta,
+            delta=_delta(feed),
             delta_arrow=feed.arrow if feed is not None else None,
         )
     return inputs
+
+
+def _delta(feed: ChangeFeed | None) -> DataFrame | Callable[[], DataFrame] | None:
+    """The change feed as the view delta reads it on Spark.
+
+    A feed in Arrow is turned into a DataFrame only if a Spark query reads it; one that
+    Spark computes is materialized once, since the delta terms read it several times.
+    """
+    if feed is None:
+        return None
+    if feed.materialized:
+        return lambda: feed.rows
+    return feed.rows.localCheckpoint(eager=True)
 
 
 def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan) -> int:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import pyarrow as pa
@@ -16,22 +17,32 @@ class ChangeFeed:
     """A source's change between two versions, as a consolidated Z-set.
 
     Attributes:
-        rows: The table's columns (as at the new version; or those the caller asked
-            for) plus ``_weight`` (int64).
+        spark_rows: Returns :attr:`rows` (called once, when first read): a change
+            computed in Arrow reaches Spark only if a Spark query reads it.
         arrow: The same rows as an Arrow table when the reader computed the change in
             Arrow; ``rows`` then reads a local file holding them, cheap to read again.
             None when Spark computes the change: ``rows`` is then a plan over the
             table's files, worth materializing once before it is read several times.
     """
 
-    rows: DataFrame
+    spark_rows: Callable[[], DataFrame]
     arrow: pa.Table | None = None
+
+    @cached_property
+    def rows(self) -> DataFrame:
+        """The change in Spark: the table's columns (or those asked for) plus ``_weight``."""
+        return self.spark_rows()
+
+    @classmethod
+    def of(cls, rows: DataFrame, arrow: pa.Table | None = None) -> ChangeFeed:
+        """A change whose Spark rows are already built."""
+        return cls(lambda: rows, arrow)
 
     @classmethod
     def empty(cls, rows: DataFrame) -> ChangeFeed:
         """No change: ``rows`` with no rows (the table's columns plus ``_weight``)."""
         frame = rows.limit(0)
-        return cls(frame, to_arrow_schema(frame.schema).empty_table())
+        return cls.of(frame, to_arrow_schema(frame.schema).empty_table())
 
     @property
     def materialized(self) -> bool:

@@ -100,7 +100,7 @@ class DeltaSourceReader:
             if kept != rows.columns:  # quoted: a Delta column name may hold a dot
                 rows = rows.select(*[F.col("`" + n.replace("`", "``") + "`") for n in kept])
             rows = with_weight(rows)
-            return ChangeFeed(consolidate(rows)) if old is None else ChangeFeed.empty(rows)
+            return ChangeFeed.of(consolidate(rows)) if old is None else ChangeFeed.empty(rows)
         if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
             changes = self._read_or_expired(old, lambda: self._cdf(old, new))
         else:
@@ -112,7 +112,8 @@ class DeltaSourceReader:
             changes = self._read_or_expired(old, lambda: file_change(before, after))
         names = projected([n for n in changes.column_names if n != WEIGHT], columns)
         changes = consolidate_arrow(plain_types(changes.select([*names, WEIGHT])))
-        return ChangeFeed(self.bridge.to_spark(changes), changes)
+        bridge = self.bridge
+        return ChangeFeed(lambda: bridge.to_spark(changes), changes)
 
     def _at(self, version: int) -> DeltaTable:
         """The table at ``version``; SnapshotExpiredError when its log is gone."""

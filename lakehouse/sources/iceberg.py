@@ -140,7 +140,7 @@ class IcebergSourceReader:
         kept = set(projected(full.names, columns))
         spark_columns = StructType([f for f in full.fields if f.name in kept])
         if old is None:
-            return ChangeFeed(consolidate(with_weight(
+            return ChangeFeed.of(consolidate(with_weight(
                 at_new.selectExpr(*_aligned(at_new, spark_columns)))))
         if old == new:
             return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], spark_columns)))
@@ -159,11 +159,15 @@ class IcebergSourceReader:
         if self.bridge is not None and not (_has_equality_deletes(table, old)
                                             or _has_equality_deletes(table, new)):
             rows = arrow_change_feed(table, old, new, paths, schema).rows
-            frame = self.bridge.to_spark(rows)
-            return ChangeFeed(frame.selectExpr(*_aligned(frame, spark_columns), WEIGHT), rows)
+            bridge = self.bridge
+
+            def spark_rows() -> DataFrame:
+                frame = bridge.to_spark(rows)
+                return frame.selectExpr(*_aligned(frame, spark_columns), WEIGHT)
+            return ChangeFeed(spark_rows, rows)
         added = with_weight(self._rows(table, new, paths, spark_columns, schema), 1)
         removed = with_weight(self._rows(table, old, paths, spark_columns, schema), -1)
-        return ChangeFeed(consolidate(added.unionByName(removed)))
+        return ChangeFeed.of(consolidate(added.unionByName(removed)))
 
     def _rows(self, table: Table, version: int, paths: set[str] | None, columns: StructType,
               schema: Schema) -> DataFrame:
