@@ -26,7 +26,8 @@ class RequestBody(IcebergBaseModel):
     """Base of request bodies: a value pyiceberg cannot type is a 400, not a 500.
 
     Some pyiceberg validators raise ``TypeError`` (e.g. a field ``initial-default`` of a type
-    it cannot deserialize), which pydantic does not turn into a validation error.
+    it cannot deserialize) or ``KeyError`` (a list type whose ``element`` is not a type),
+    which pydantic does not turn into a validation error.
     """
 
     @model_validator(mode="wrap")
@@ -36,8 +37,8 @@ class RequestBody(IcebergBaseModel):
     ) -> Any:
         try:
             return handler(data)
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
+        except (TypeError, KeyError) as exc:
+            raise ValueError(f"invalid value: {exc!r}") from None
 
 
 class CreateTableBody(CreateTableRequest, RequestBody):

@@ -8,10 +8,12 @@ the view's aggregate state, which the caller passes to the next :func:`maintain`
 
 from ivm.aggregate_state import AggregateState
 from ivm.compiler import compile_view, referenced_sources
+from ivm.driver_delta import ArrowRead
 from ivm.driver_state import DRIVER_STATE_MAX_ROWS
 from ivm.errors import IvmError, NotIncrementalError, SqlParseError
 from ivm.evaluate import Maintained, SourceInput, maintain, recompute, reload, view_delta
 from ivm.explain import explain
+from ivm.key_ranges import KeyValues
 from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
 from ivm.source_columns import used_columns
@@ -22,7 +24,9 @@ __all__ = [
     "DRIVER_STATE_MAX_ROWS",
     "WEIGHT",
     "AggregateState",
+    "ArrowRead",
     "IvmError",
+    "KeyValues",
     "Law",
     "Maintained",
     "NotIncrementalError",

@@ -50,15 +50,11 @@ class AggregateState:
         rows: State rows (``__g*``, ``__s*``, ``__c*``, ``__n``), checkpointed: their
             lineage does not reach the change feeds they were computed from.
         table: The same state rows as an Arrow table on the driver.
-        schema: The view's Spark schema (names, types, nullability), once known: it
-            holds as long as the state, since the types of the source columns the view
-            reads fix both (a state is only valid while they do not change).
     """
 
     arg_types: tuple[str, ...]
     rows: DataFrame | None = None
     table: pa.Table | None = None
-    schema: StructType | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import count
 
@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 from sqlglot import exp
 
-from ivm import arrow_eval, driver_output, driver_state
+from ivm import driver_output, driver_state
 from ivm.aggregate_form import (
     ARG_PREFIX,
     AggregateForm,
@@ -26,6 +26,7 @@ from ivm.aggregate_form import (
 )
 from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
 from ivm.change_keys import arrow_keys, spark_keys
+from ivm.driver_delta import ArrowRead, block_delta
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
@@ -70,12 +71,21 @@ class SourceInput:
         delta_arrow: The same change feed as an Arrow table, when the caller has it:
             the change's join keys are then read from it, without a Spark job, and a
             tick evaluated on the driver reads nothing else of the change.
+        read_arrow: Reads the source's rows at ``new`` or ``old`` on the driver,
+            restricted to join keys (:data:`ivm.driver_delta.ArrowRead`), when the caller
+            can: a small change to a join view is then evaluated there, without Spark.
     """
 
     new: DataFrame
     old: DataFrame | None = None
     delta: DataFrame | Callable[[], DataFrame] | None = None
     delta_arrow: pa.Table | None = None
+    read_arrow: ArrowRead | None = None
+
+    def __post_init__(self) -> None:
+        if callable(self.delta) and not isinstance(self.delta, DataFrame) \
+                and self.delta_arrow is None:
+            raise IvmError("a change feed given as a function needs its Arrow table too")
 
 
 @dataclass(frozen=True)
@@ -170,7 +180,7 @@ def maintain(
         if form is None or state is None:
             return Maintained(consolidate(_delta(scope, plan.query)))
         if state.table is not None:
-            schema = state.schema or _as_written(scope, plan).schema
+            schema = _view_schema(scope, plan, inputs)
             return _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
         schema = _as_written(scope, plan).schema
         advanced = advance(form, state, _delta(scope, form.rows()))
@@ -204,7 +214,7 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
             assert outputs is not None
             rows = driver_output.view_rows(form, outputs, state.arg_types, state.table,
                                            _columns(schema))
-            return Maintained(state=replace(state, schema=schema), arrow=rows, schema=schema)
+            return Maintained(state=state, arrow=rows, schema=schema)
         assert state.rows is not None
         return Maintained(_output(scope, form, state.arg_types, state.rows, schema), state)
 
@@ -227,6 +237,7 @@ class _Scope:
     prefix: str
     changed: set[str]
     arrows: dict[str, pa.Table] = field(default_factory=dict)
+    readers: dict[str, ArrowRead | None] = field(default_factory=dict)
     registered: list[str] = field(default_factory=list)
     counter: Iterator[int] = field(default_factory=count)
     pending: dict[str, DataFrame | Callable[[], DataFrame]] = field(default_factory=dict)
@@ -244,16 +255,18 @@ class _Scope:
 
     def defer(self, frame: DataFrame | Callable[[], DataFrame], role: str, source: str
               ) -> None:
-        """Register ``frame`` (or the frame it returns) before the first Spark query.
+        """Register ``frame`` (or the frame it returns) when a Spark query first reads it.
 
-        A tick evaluated on the driver runs none: it builds no frame and makes no JVM call.
+        A change feed in Arrow then becomes a Spark frame only if Spark reads it; a tick
+        evaluated on the driver registers nothing.
         """
         self.pending[self.relation(role, source)] = frame
 
     def table(self, role: str, source: str) -> DataFrame:
         """The frame of ``source`` at ``role``."""
-        self._flush()
-        return self.spark.table(self.relation(role, source))
+        name = self.relation(role, source)
+        self._flush({name})
+        return self.spark.table(name)
 
     def run(self, query: exp.Query) -> DataFrame:
         """Run ``query``; the result stays valid after the temp views are dropped.
@@ -262,14 +275,15 @@ class _Scope:
         views, and ``DataFrameWriterV2`` re-analyses that plan. Selecting from the
         frame pins the analysed plan instead.
         """
-        self._flush()
+        self._flush({table.name for table in query.find_all(exp.Table)})
         return self.spark.sql(query.sql("spark")).select("*")
 
-    def _flush(self) -> None:
-        for name, frame in self.pending.items():
+    def _flush(self, names: set[str]) -> None:
+        """Register the pending relations among ``names``."""
+        for name in names & set(self.pending):
+            frame = self.pending.pop(name)
             (frame if isinstance(frame, DataFrame) else frame()).createOrReplaceTempView(name)
             self.registered.append(name)
-        self.pending.clear()
 
 
 @contextmanager
@@ -280,11 +294,12 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope
     spark = next(iter(inputs.values())).new.sparkSession
     changed = {s for s in plan.sources if inputs[s].delta is not None}
     arrows = {s: inputs[s].delta_arrow for s in changed if inputs[s].delta_arrow is not None}
-    scope = _Scope(spark, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed, arrows)
+    scope = _Scope(spark, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed, arrows,
+                   {s: inputs[s].read_arrow for s in plan.sources})
     for source in plan.sources:
         state = inputs[source]
         scope.defer(state.new, "new", source)
-        scope.defer(state.old if state.old is not None else state.new.limit(0), "old", source)
+        scope.defer(state.old if state.old is not None else _no_rows(state.new), "old", source)
         if state.delta is not None:
             scope.defer(state.delta, "delta", source)
     try:
@@ -292,6 +307,10 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope
     finally:
         for name in scope.registered:
             spark.catalog.dropTempView(name)
+
+
+def _no_rows(frame: DataFrame) -> Callable[[], DataFrame]:
+    return lambda: frame.limit(0)
 
 
 def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
@@ -462,7 +481,7 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     advanced = driver_state.advance(state.table, change, form.is_global)
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, _columns(schema))
-    kept = (AggregateState(state.arg_types, table=advanced.state, schema=schema)
+    kept = (AggregateState(state.arg_types, table=advanced.state)
             if advanced.state.num_rows <= max_rows else None)
     weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
     return Maintained(state=kept, arrow=rows, schema=weighted_schema)
@@ -470,21 +489,20 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
 
 def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState
                     ) -> pa.Table | None:
-    """The delta of a one-table block's input rows, evaluated in Arrow from its change feed.
+    """The delta of the block's input rows, evaluated in Arrow (:mod:`ivm.driver_delta`).
 
-    None when the block reads several tables or a derived table, or when an expression
-    is outside what :mod:`ivm.arrow_eval` computes exactly as Spark; Spark evaluates it then.
+    From the change feeds' Arrow tables and, for a join, the partners read on the driver.
+    None when a change feed is not in Arrow, a partner cannot be read there, or an
+    expression is outside what :mod:`ivm.arrow_eval` computes exactly as Spark; Spark
+    evaluates the block then.
 
     Returns:
         ``__g*`` typed as the state's groups, ``__a*`` as Spark types the arguments, and
         ``_weight``.
     """
-    tables = block_tables(query)
-    if len(tables) != 1 or derived_tables(query) or tables[0].name not in scope.arrows:
+    if any(source not in scope.arrows for source in scope.changed):
         return None
-    source = tables[0].name
-    term = delta_term(query, 0, scope.relation)
-    rows = arrow_eval.evaluate(term, {scope.relation("delta", source): scope.arrows[source]})
+    rows = block_delta(query, scope.arrows, scope.readers, scope.relation)
     if rows is None:
         return None
     assert state.table is not None
@@ -525,6 +543,26 @@ def _output(scope: _Scope, form: AggregateForm, arg_types: Sequence[str],
 def _columns(schema: StructType) -> list[tuple[str, bool]]:
     """Name and nullability of each field: the view's columns, as Spark types them."""
     return [(f.name, f.nullable) for f in schema.fields]
+
+
+_VIEW_SCHEMAS: dict[tuple[str, tuple[str, ...]], StructType] = {}
+_VIEW_SCHEMAS_KEPT = 256
+
+
+def _view_schema(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput]
+                 ) -> StructType:
+    """The schema of :func:`_as_written`, analysed once per SQL and source schemas.
+
+    Spark's analysis costs tens of milliseconds, a tick on the driver not much more.
+    """
+    key = (plan.original.sql("spark"),
+           tuple(inputs[source].new.schema.json() for source in plan.sources))
+    schema = _VIEW_SCHEMAS.get(key)
+    if schema is None:
+        schema = _VIEW_SCHEMAS[key] = _as_written(scope, plan).schema
+        while len(_VIEW_SCHEMAS) > _VIEW_SCHEMAS_KEPT:
+            del _VIEW_SCHEMAS[next(iter(_VIEW_SCHEMAS))]
+    return schema
 
 
 def _as_written(scope: _Scope, plan: ViewPlan) -> DataFrame:

@@ -90,12 +90,12 @@ def restricted(term: exp.Select, pairs: Sequence[tuple[exp.Column, exp.Column]],
     others = {t.alias_or_name for t in block_tables(term)}
     conditions: list[exp.Expr] = []
     for mine, other in pairs:
-        if other.table in others and mine.name in keys and _comparable(mine, other):
+        if other.table in others and mine.name in keys and comparable(mine, other):
             conditions += _conditions(other, keys[mine.name])
     return term.where(*conditions, copy=False) if conditions else term
 
 
-def _comparable(mine: exp.Column, other: exp.Column) -> bool:
+def comparable(mine: exp.Column, other: exp.Column) -> bool:
     """Whether a value of ``mine`` restricts ``other`` as the join's ``=`` compares them.
 
     Only when both have one type, or both are numbers: Spark's ``=`` casts a string to

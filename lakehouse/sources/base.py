@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -10,6 +10,8 @@ from typing import Protocol
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
+
+from ivm import KeyValues
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,16 @@ class SourceReader(Protocol):
 
         Only ``columns`` are read when given (and all are the table's): a view reads
         the change projected onto the columns it uses.
+        """
+        ...
+
+    def arrow_rows(self, version: int, columns: Sequence[str],
+                   keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:
+        """The rows at ``version`` whose ``keys`` columns lie in their bounds, in Arrow.
+
+        Read on the driver (a join view's partners for a small change), ``columns`` only
+        (matched case-insensitively); a superset of the matching rows is allowed. None
+        when more than ``max_rows`` rows would be read, or the reader cannot read here.
         """
         ...
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,7 +18,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ivm import WEIGHT, consolidate, with_weight
+from ivm import WEIGHT, KeyValues, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge, plain_types
 from lakehouse.sources.arrow_diff import consolidate as consolidate_arrow
@@ -148,6 +148,11 @@ class DeltaSourceReader:
                     f"({error})", source=self.name, version=old) from None
             raise SourceError(f"change since version {old} unavailable: {error}",
                               source=self.name) from None
+
+    def arrow_rows(self, version: int, columns: Sequence[str],
+                   keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:
+        """None: a Delta source's rows are read by Spark (a join view's partners too)."""
+        return None
 
     def row_count(self, version: int) -> int:
         """Rows at ``version``, from the add actions' statistics (no data file is read).

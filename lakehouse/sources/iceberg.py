@@ -13,7 +13,7 @@ only for merge-on-read deletes, a row-hash difference otherwise) and Spark gets 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -26,12 +26,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ivm import WEIGHT, consolidate, with_weight
+from ivm import WEIGHT, KeyValues, consolidate, with_weight
 from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, projected
 from lakehouse.sources.iceberg_feed import arrow_change_feed
 from lakehouse.sources.iceberg_files import changed_files
+from lakehouse.sources.iceberg_keys import rows_for_keys
 from lakehouse.sources.iceberg_lineage import lineage
 from lakehouse.sources.row_counts import iceberg_row_count
 
@@ -68,12 +69,25 @@ class IcebergSourceReader:
         self.ref = ref
         self.bridge = bridge
         self._snapshots: dict[int, DataFrame] = {}
+        self._recent: Table | None = None
 
     def _table(self) -> Table:
         try:
-            return self.catalog.load_table(self.identifier)
+            self._recent = self.catalog.load_table(self.identifier)
         except NoSuchTableError:
             raise SourceError(f"no Iceberg table {self.identifier!r}", source=self.name) from None
+        return self._recent
+
+    def _table_with(self, version: int) -> Table:
+        """The table as last loaded if its metadata has snapshot ``version``, else reloaded.
+
+        A snapshot never changes: a tick's partner reads reuse the metadata its change
+        feed loaded instead of a catalog round trip each.
+        """
+        recent = self._recent
+        if recent is not None and recent.metadata.snapshot_by_id(version) is not None:
+            return recent
+        return self._table()
 
     def identifier_fields(self) -> tuple[str, ...] | None:
         """The table's Iceberg identifier fields (its primary key), or None when it has none.
@@ -179,6 +193,22 @@ class IcebergSourceReader:
             if paths is not None:
                 frame = frame.where(F.col("_file").isin(sorted(paths)))
         return frame.selectExpr(*_aligned(frame, columns))
+
+    def arrow_rows(self, version: int, columns: Sequence[str],
+                   keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:
+        """The rows at snapshot ``version`` that may match ``keys``, read by pyiceberg.
+
+        See :func:`lakehouse.sources.iceberg_keys.rows_for_keys`; None also when the
+        snapshot has equality deletes (pyiceberg does not apply them).
+
+        Raises:
+            SourceError: The table does not exist.
+        """
+        table = self._table_with(version)
+        if _has_equality_deletes(table, version):
+            return None
+        schema = _snapshot_schema(table, version)
+        return rows_for_keys(table, version, schema, columns, keys, max_rows)
 
     def row_count(self, version: int) -> int:
         """Live rows of snapshot ``version``, from its summary (no data file is read).

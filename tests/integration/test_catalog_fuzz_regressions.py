@@ -103,3 +103,15 @@ def test_nul_in_a_name_is_bad_request(catalog_server, catalog_namespace, name) -
     assert _error(view, 400)["type"] == "BadRequestException"
     assert httpx.get(f"{base}/{catalog_namespace}/tables").json()["identifiers"] == []
     assert httpx.get(f"{base}/{catalog_namespace}/views").json()["identifiers"] == []
+
+
+def test_list_type_without_an_element_type_is_bad_request(catalog_server,
+                                                          catalog_namespace) -> None:
+    # pyiceberg raises KeyError('element_type') for a list whose element is not a type.
+    field_type = {"type": "list", "element-id": 2, "element": "", "element-required": True}
+    schema = {"type": "struct", "schema-id": 0,
+              "fields": [{"id": 1, "name": "x", "type": field_type, "required": False}]}
+    base = f"{catalog_server.uri}/v1/namespaces/{catalog_namespace}"
+    table = httpx.post(f"{base}/tables", json={"name": "t_element", "schema": schema})
+    assert _error(table, 400)["type"] == "BadRequestException"
+    assert httpx.head(f"{base}/tables/t_element").status_code == 404  # nothing half written

@@ -36,7 +36,7 @@ from pyiceberg.typedef import Record, TableVersion
 from pyiceberg.types import IntegerType, ListType, NestedField, StructType
 from pyspark.sql import DataFrame, SparkSession
 
-from ivm import consolidate, with_weight
+from ivm import KeyValues, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, SourceReader
@@ -562,3 +562,28 @@ def test_change_feeds_projected_onto_the_columns_a_view_uses(spark, iceberg,
         whole = reader.change_feed(first, last, {"id", "no_such_column"})
         assert whole.rows.columns == ["id", "v", "_weight"]  # unknown name: no projection
     assert _projected_feed(readers[0].change_feed(newer, newest, {"id"})) == {(3,): 2}
+
+
+def test_iceberg_rows_for_join_keys_are_the_live_matching_rows(spark, iceberg) -> None:
+    """A join view's partner read: rows at a version whose keys match, deletes applied."""
+    table, (reader,) = iceberg("partners", mode="merge-on-read")
+    for start in (0, 100, 200):  # three data files with disjoint key ranges
+        version = _sql(spark, reader, _insert(table, [(i, f"v{i}") for i in range(start,
+                                                                                   start + 50)]))
+    old = version
+    new = _sql(spark, reader, f"DELETE FROM {table} WHERE id IN (105, 110, 250)")
+    keys = {"ID": KeyValues(105, 120, (105, 107, 120))}  # names as the SQL writes them
+
+    def matching(version: int) -> Counter[tuple[object, ...]]:
+        rows = reader.snapshot(version).where("id IN (105, 107, 120)").collect()
+        return multiset((r["id"], r["v"]) for r in rows)
+
+    for version in (old, new):
+        found = reader.arrow_rows(version, ["ID", "v"], keys, max_rows=1000)
+        assert found is not None and found.column_names == ["id", "v"]
+        within = found.filter(pa.compute.is_in(found["id"], pa.array([105, 107, 120])))
+        assert multiset(r.values() for r in within.to_pylist()) == matching(version)
+        assert found.num_rows <= 50, "files outside the keys' range are not read"
+    assert reader.arrow_rows(new, ["id"], keys, max_rows=10) is None, "over max_rows: declined"
+    nothing = reader.arrow_rows(new, ["id"], {"id": KeyValues(None, None)}, max_rows=10)
+    assert nothing is not None and nothing.num_rows == 0

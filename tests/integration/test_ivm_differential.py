@@ -20,7 +20,7 @@ from ivm import (
     reload,
 )
 from lakehouse.spark.arrow import to_arrow
-from tests.conftest import multiset, normal_row
+from tests.conftest import arrow_reader, multiset, normal_row
 
 pytestmark = pytest.mark.spark
 
@@ -193,11 +193,14 @@ def _ticks(spark: SparkSession, plan: ViewPlan, start: list[tuple], batches: lis
         inputs = {}
         for name, schema in spark_rows.items():
             delta = _zset(spark, old[name], new[name], schema)
-            # Every other tick the change feeds come in Arrow too, as sources give them:
-            # their join keys (IN lists) are then read from Arrow, else by a Spark job.
-            inputs[name] = SourceInput(_frame(spark, new[name], schema),
-                                       _frame(spark, old[name], schema), delta,
-                                       to_arrow(delta) if tick % 2 else None)
+            # Every other tick the change feeds come in Arrow too, as sources give them,
+            # and the sources can be read on the driver: their join keys (IN lists) are
+            # then read from Arrow, else by a Spark job, and a tick whose state is on the
+            # driver evaluates its block there.
+            frames = _frame(spark, new[name], schema), _frame(spark, old[name], schema)
+            reader = arrow_reader(*(to_arrow(f) for f in frames)) if tick % 2 else None
+            inputs[name] = SourceInput(*frames, delta, to_arrow(delta) if tick % 2 else None,
+                                       reader)
         # Every other tick drops the aggregate state, which is then rebuilt from @old: on
         # Spark at tick 1, on the driver (where the view's outputs allow it) at tick 3.
         # The initial load keeps it on the driver.

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from ivm import (
     DRIVER_STATE_MAX_ROWS,
     WEIGHT,
+    ArrowRead,
     Law,
     PlanNode,
     SourceInput,
@@ -36,7 +37,7 @@ from ivm import (
     reload,
 )
 from lakehouse.spark.arrow import to_arrow
-from tests.conftest import multiset, normal_row
+from tests.conftest import arrow_reader, multiset, normal_row
 from tests.tpch.data import apply_batch, generate, plan_batches, read_tables
 from tests.tpch.queries import NUMBERS, load
 from tests.tpch.reference import duckdb_answers, same_rows
@@ -162,14 +163,24 @@ def test_query_text_matches_duckdb(number: int, spark: SparkSession, tpch_temp_v
 
 
 def _inputs(plan: ViewPlan, old: Tables | None, new: Tables, delta: Tables,
-            ) -> dict[str, SourceInput]:
+            on_driver: bool = False) -> dict[str, SourceInput]:
     """Every table the view reads (subqueries included), as a refresh passes them.
 
     Change feeds come in Arrow too, as sources give them (join keys are read from it).
+    With ``on_driver``, the tables can be read on the driver too (collected here, before
+    the tick), so that a tick whose state is there evaluates its block there.
     """
+    def reader(source: str) -> ArrowRead | None:
+        if not on_driver:
+            return None
+        return arrow_reader(to_arrow(new[source]), None if old is None else to_arrow(old[source]))
     return {s: SourceInput(new[s], None if old is None else old[s], delta.get(s),
-                           to_arrow(delta[s]) if s in delta else None)
+                           to_arrow(delta[s]) if s in delta else None, reader(s))
             for s in sorted(referenced_sources(plan.sql))}
+
+
+DRIVER_EVALUATED = (1, 3, 5)
+"""Queries whose ticks run on the driver alone (state there, block in the Arrow subset)."""
 
 
 @pytest.mark.spark
@@ -191,8 +202,15 @@ def test_incremental_equals_full_recompute(
     kept = loaded.state
     for version in range(1, len(tpch_versions)):
         (old, _), (new, delta) = tpch_versions[version - 1], tpch_versions[version]
-        inputs = _inputs(plan, old, new, delta)
+        inputs = _inputs(plan, old, new, delta, on_driver=number % 2 == 1)
+        spark = new["lineitem"].sparkSession
+        group = f"tpch-q{number}-batch{version}"
+        spark.sparkContext.setJobGroup(group, group)
         maintained = maintain(plan, inputs, kept, DRIVER_STATE_MAX_ROWS * (number % 2))
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+        spark.sparkContext.setJobGroup("tpch", "tpch")
+        if number in DRIVER_EVALUATED:
+            assert jobs == [], f"{query.name}: a tick on the driver ran Spark jobs {jobs}"
         kept = maintained.state
         for row in maintained.rows.collect():
             state[normal_row(tuple(row)[:-1])] += row["_weight"]

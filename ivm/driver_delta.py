@@ -1,0 +1,103 @@
+"""The delta of an inner-join block's rows, computed on the driver in Arrow.
+
+Each delta term of the block (:func:`ivm.rewrite.delta_term`: the changed table's
+change feed joined with the other tables at the new or old snapshot) is evaluated by
+:mod:`ivm.arrow_eval` over Arrow tables: the change feed as the source gave it, and each
+partner read by its source on the driver, restricted to the change's join keys (the
+rows :mod:`ivm.key_ranges` restricts the term to, or a superset). Small changes to
+views over large sources thus run no Spark job, as long as the restricted partners are
+small: a source declines a read of more than ``max_rows`` rows, and Spark evaluates the
+block then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pyarrow as pa
+from sqlglot import exp
+
+from ivm import arrow_eval
+from ivm.change_keys import arrow_keys
+from ivm.key_ranges import KeyValues, comparable, join_columns, restricted
+from ivm.rewrite import Relation, delta_term
+from ivm.shape import block_tables, derived_tables
+
+ArrowRead = Callable[[str, Sequence[str], Mapping[str, KeyValues], int], pa.Table | None]
+"""Reads a source on the driver: ``(role, columns, keys, max_rows)`` to the source's rows
+at ``role`` (``new`` or ``old``), those ``columns`` (names as the SQL writes them, matched
+case-insensitively), at least every row whose columns in ``keys`` lie in their bounds and
+lists; None when more than ``max_rows`` rows would be read, or the source cannot."""
+
+DRIVER_READ_MAX_ROWS = 1_000_000
+"""Most rows of one partner read on the driver for one delta term."""
+
+
+def block_delta(query: exp.Select, changes: Mapping[str, pa.Table],
+                readers: Mapping[str, ArrowRead | None], relation: Relation,
+                max_rows: int = DRIVER_READ_MAX_ROWS) -> pa.Table | None:
+    """The delta of the block's rows: the union of its delta terms, in Arrow.
+
+    Args:
+        query: A qualified inner-join SELECT (no grouping).
+        changes: The change feed (columns plus ``_weight``) of each changed source.
+        readers: How to read each source on the driver (None: it cannot be).
+        relation: Names a source's relation at a role, as the terms name them.
+        max_rows: Passed to every read.
+
+    Returns:
+        The block's outputs plus ``_weight`` (not consolidated); None when a term is
+        outside :func:`ivm.arrow_eval.evaluate`'s subset, a table is a derived table or
+        read twice, or a partner read declines: Spark must evaluate the block.
+    """
+    tables = block_tables(query)
+    names = [t.name for t in tables]
+    if derived_tables(query) or len(set(names)) != len(names):
+        return None
+    parts = []
+    for position, table in enumerate(tables):
+        if table.name not in changes:
+            continue
+        part = _term(query, position, changes, readers, relation, max_rows)
+        if part is None:
+            return None
+        parts.append(part)
+    if not parts:
+        return None
+    try:
+        return pa.concat_tables(parts, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+
+
+def _term(query: exp.Select, position: int, changes: Mapping[str, pa.Table],
+          readers: Mapping[str, ArrowRead | None], relation: Relation, max_rows: int
+          ) -> pa.Table | None:
+    """One delta term, its partners read restricted to the change's join keys."""
+    tables = block_tables(query)
+    changed = tables[position]
+    pairs = join_columns(query, changed.alias_or_name)
+    keys = arrow_keys(changes[changed.name], sorted({mine.name for mine, _ in pairs})) or {}
+    term = restricted(delta_term(query, position, relation), pairs, keys)
+    relations = {relation("delta", changed.name): changes[changed.name]}
+    for other, table in enumerate(tables):
+        if other == position:
+            continue
+        read = readers.get(table.name)
+        if read is None:
+            return None
+        role = "new" if other < position else "old"
+        alias = table.alias_or_name
+        restriction = {theirs.name: keys[mine.name] for mine, theirs in pairs
+                       if theirs.table == alias and mine.name in keys
+                       and comparable(mine, theirs)}
+        rows = read(role, _columns(term, alias), restriction, max_rows)
+        if rows is None:
+            return None
+        relations[relation(role, table.name)] = rows
+    return arrow_eval.evaluate(term, relations)
+
+
+def _columns(term: exp.Select, alias: str) -> list[str]:
+    """The columns of table ``alias`` that the term reads."""
+    return sorted({c.name for c in term.find_all(exp.Column) if c.table == alias})

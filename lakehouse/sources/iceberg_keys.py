@@ -1,0 +1,77 @@
+"""Read an Iceberg snapshot's rows on the driver, restricted to join keys.
+
+A join view's delta term needs, of each partner table, only the rows whose join key is
+one of the change's keys. The keys' bounds (and, when listed, the keys themselves) become
+a pyiceberg row filter: manifests and Parquet row groups whose column bounds miss them
+are skipped (pyiceberg's inclusive metrics evaluator; an ``IN`` of more than 200 values
+prunes by the bounds alone), and the rows read are filtered by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+from pyiceberg.exceptions import ResolveError
+from pyiceberg.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    GreaterThanOrEqual,
+    In,
+    LessThanOrEqual,
+)
+from pyiceberg.expressions.visitors import bind
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+
+from ivm import KeyValues
+
+
+def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[str],
+                  keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:
+    """The rows of snapshot ``version`` that may match ``keys``, or None.
+
+    Args:
+        table: The table (its metadata holds ``version``).
+        version: A snapshot id without equality deletes (position deletes are applied).
+        schema: The schema to read the rows as (the snapshot's, as Spark reads it).
+        columns: Columns to read (case-insensitive).
+        keys: Bounds and values by column name; a column with no value matches nothing.
+        max_rows: None is returned when the data files left after pruning hold more
+            rows (before deletes and row filtering).
+
+    Returns:
+        ``columns`` (Arrow types of pyiceberg's ``schema_to_pyarrow``), the rows whose
+        key columns match; None over ``max_rows`` or when a key cannot be bound to its
+        column's type.
+    """
+    row_filter = key_filter(keys)
+    try:
+        projection = schema.select(*columns, case_sensitive=False)
+        bind(schema, row_filter, case_sensitive=False)
+    except (ResolveError, ValueError, TypeError):
+        return None
+    scan = table.scan(row_filter=row_filter, snapshot_id=version, case_sensitive=False)
+    tasks = list(scan.plan_files())
+    if sum(task.file.record_count for task in tasks) > max_rows:
+        return None
+    return ArrowScan(table.metadata, table.io, projection, row_filter,
+                     case_sensitive=False).to_table(tasks)
+
+
+def key_filter(keys: Mapping[str, KeyValues]) -> BooleanExpression:
+    """``low <= column <= high`` and, when listed, ``column IN (values)``, per column."""
+    conditions: list[BooleanExpression] = []
+    for name, values in keys.items():
+        if values.low is None or values.high is None:
+            return AlwaysFalse()
+        # pyiceberg's predicates are pydantic models whose positional __init__ mypy misreads
+        conditions += [GreaterThanOrEqual(name, values.low),  # type: ignore[call-arg, arg-type]
+                       LessThanOrEqual(name, values.high)]  # type: ignore[call-arg, arg-type]
+        if values.values:
+            conditions.append(In(name, values.values))  # type: ignore[call-arg, arg-type]
+    return And(*conditions) if len(conditions) > 1 else (conditions[0] if conditions
+                                                          else AlwaysTrue())
