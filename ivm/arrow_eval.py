@@ -17,6 +17,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ivm.arrow_expressions import (
+    NODE_TYPES,
     FallbackError,
     broadcast,
     expression_value,
@@ -53,11 +54,26 @@ def evaluate(query: exp.Select, tables: Mapping[str, pa.Table]) -> pa.Table | No
         return None
 
 
+def evaluable(query: exp.Select) -> bool:
+    """Whether the block's clauses and every node of its expressions are in the subset.
+
+    Checked before anything is read: :func:`evaluate` may still fall back over the
+    actual types and values (a decimal Spark would round, an integer overflow).
+    """
+    try:
+        _tables(query)
+    except FallbackError:
+        return False
+    where = query.args.get("where")
+    conditions = [j.args.get("on") for j in query.args.get("joins") or []]
+    expressions = [*query.selects, *(c for c in conditions if c is not None),
+                   *([where.this] if where is not None else [])]
+    return all(isinstance(node, (exp.Alias, *NODE_TYPES))
+               for expression in expressions for node in expression.walk())
+
+
 def _select(query: exp.Select, tables: Mapping[str, pa.Table]) -> pa.Table:
-    clauses = {name for name, value in query.args.items() if value}
-    require(clauses <= {"expressions", "from_", "from", "joins", "where"},
-            f"clauses {sorted(clauses)} of more than an inner-join block")
-    relations = _relations(query, tables)
+    relations = _relations(_tables(query), tables)
     rows, residual = _joined(relations, _conjuncts(query, set(relations)))
     for conjunct in residual:
         rows = _filtered(rows, conjunct)
@@ -67,8 +83,11 @@ def _select(query: exp.Select, tables: Mapping[str, pa.Table]) -> pa.Table:
     return pa.table(dict(zip(names, values, strict=True)))
 
 
-def _relations(query: exp.Select, tables: Mapping[str, pa.Table]) -> dict[str, pa.Table]:
-    """Each table of the block by its alias, with columns renamed ``alias.column``."""
+def _tables(query: exp.Select) -> list[exp.Table]:
+    """The block's tables, when it is a plain inner-join block (else FallbackError)."""
+    clauses = {name for name, value in query.args.items() if value}
+    require(clauses <= {"expressions", "from_", "from", "joins", "where"},
+            f"clauses {sorted(clauses)} of more than an inner-join block")
     source = query.args.get("from_") or query.args.get("from")
     if source is None:
         raise FallbackError("no FROM")
@@ -78,11 +97,19 @@ def _relations(query: exp.Select, tables: Mapping[str, pa.Table]) -> dict[str, p
         require(parts <= {"this", "on", "kind"} and join.kind in ("", "CROSS", "INNER"),
                 f"{join.sql()} is not an inner join")
         items.append(join.this)
+    for item in items:
+        require(isinstance(item, exp.Table)
+                and {n for n, v in item.args.items() if v} <= {"this", "alias", "db", "catalog"},
+                f"{item.sql()} is not a plain table")
+    return items
+
+
+def _relations(items: list[exp.Table], tables: Mapping[str, pa.Table]
+               ) -> dict[str, pa.Table]:
+    """Each table of the block by its alias, with columns renamed ``alias.column``."""
     relations: dict[str, pa.Table] = {}
     for item in items:
-        require(isinstance(item, exp.Table) and item.name in tables
-                and {n for n, v in item.args.items() if v} <= {"this", "alias", "db", "catalog"},
-                f"{item.sql()} is not a given table")
+        require(item.name in tables, f"{item.sql()} is not a given table")
         alias = item.alias_or_name.lower()
         require(alias not in relations, f"alias {alias} twice")
         rows = tables[item.name]

@@ -259,12 +259,12 @@ def _negate(node: exp.Expr, recurse: Recurse) -> Value:
     """``-x``; ``-<digits>`` is one literal to Spark's parser, typed by its signed value."""
     value = recurse(node.this)
     require(_is_integer(value) or _is_decimal(value), f"-{value.type}")
-    if value.literal:  # a bare integer literal (the only values marked literal)
+    if isinstance(node.this, exp.Literal) and _is_integer(value):  # one literal to Spark
         number = -value.datum.as_py()
         return Value(pa.scalar(number, pa.int32() if number >= -2**31 else pa.int64()),
-                      literal=isinstance(node.this, exp.Literal))
+                     literal=True)
     function = pc.negate if _is_decimal(value) else pc.negate_checked
-    return Value(function(value.datum))
+    return Value(function(value.datum))  # -(2147483648) stays a bigint, as UnaryMinus
 
 
 def _is_decimal(value: Value) -> bool:
@@ -318,7 +318,7 @@ def _wider_decimal(types: Sequence[tuple[int, int]]) -> tuple[int, int]:
 def _beyond_bigint(value: Value) -> bool:
     datum = value.datum
     return (_is_decimal(value) and isinstance(datum, pa.Scalar) and datum.is_valid
-            and not -2**63 <= datum.as_py() < 2**63)
+            and not -2**63 <= datum.as_py() <= 2**63 - 1)
 
 
 def _dated(value: Value, other: Value) -> Value:
@@ -385,3 +385,8 @@ _HANDLERS: dict[type[exp.Expr], Callable[[exp.Expr, Recurse], Value]] = {
     exp.Between: _between, exp.In: _in, exp.And: _logic, exp.Or: _logic, exp.Not: _not,
     exp.Is: _is,
 }
+
+NODE_TYPES: tuple[type[exp.Expr], ...] = (
+    exp.Paren, exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Cast, exp.DataType,
+    exp.Interval, exp.Var, exp.Null, *_HANDLERS)
+"""Every kind of node an expression of the subset is made of."""

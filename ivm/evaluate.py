@@ -18,6 +18,7 @@ from sqlglot import exp
 from ivm import driver_output, driver_state
 from ivm.aggregate_form import (
     ARG_PREFIX,
+    GROUP_PREFIX,
     AggregateForm,
     aggregate_form,
     decimal_parts,
@@ -26,7 +27,7 @@ from ivm.aggregate_form import (
 )
 from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
 from ivm.change_keys import arrow_keys, spark_keys
-from ivm.driver_delta import ArrowRead, block_delta
+from ivm.driver_delta import EMPTY, ArrowRead, block_delta
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
@@ -454,11 +455,12 @@ def _build(scope: _Scope, form: AggregateForm, role: str, driver_max_rows: int
 
 def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState,
                        schema: StructType, max_rows: int) -> Maintained:
-    """A tick of a state held on the driver: one Spark query, the block's input delta.
+    """A tick of a state held on the driver: at most one Spark query, the block's input delta.
 
-    The delta's rows are collected and aggregated in Arrow when the change feeds are in
-    Arrow and at most ``DRIVER_DELTA_MAX_ROWS`` rows; otherwise Spark aggregates them
-    first.
+    The block's input delta is evaluated in Arrow when it can be (:func:`_rows_on_driver`:
+    no Spark job); else collected from Spark and aggregated in Arrow when the change feeds
+    are in Arrow and at most ``DRIVER_DELTA_MAX_ROWS`` rows; otherwise Spark aggregates
+    them first.
 
     Returns:
         The view's delta in Arrow, and the new state (None once it has more than
@@ -506,9 +508,13 @@ def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState
     if rows is None:
         return None
     assert state.table is not None
-    types = {f.name: f.type for f in state.table.schema if f.name in rows.column_names}
+    types = {f.name: f.type for f in state.table.schema if f.name.startswith(GROUP_PREFIX)}
     types |= {f"{ARG_PREFIX}{j}": arrow_type for j, t in enumerate(state.arg_types)
               if (arrow_type := _exact_arrow_type(t)) is not None}
+    if rows is EMPTY:  # typed as the state; an argument only counted may stay untyped
+        names = [*(s.alias_or_name for s in query.selects), WEIGHT]
+        return pa.table({n: pa.array([], types.get(n, pa.int64() if n == WEIGHT else pa.null()))
+                         for n in names})
     try:
         return pa.table({name: rows[name].cast(types[name]) if name in types else rows[name]
                          for name in rows.column_names})

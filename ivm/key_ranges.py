@@ -128,8 +128,10 @@ def _literal(value: object) -> exp.Expr | None:
     """A Spark SQL literal of ``value``; None for types this rule does not handle."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | Decimal):
+    if isinstance(value, int):
         return exp.Literal.number(str(value))
+    if isinstance(value, Decimal):  # str() may write 1E-7: Spark would read a double
+        return exp.Literal.number(format(value, "f"))
     if isinstance(value, str):
         return exp.Literal.string(value)
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):

@@ -9,7 +9,7 @@ prunes by the bounds alone), and the rows read are filtered by it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import pyarrow as pa
 from pyiceberg.exceptions import ResolveError
@@ -37,29 +37,44 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
     Args:
         table: The table (its metadata holds ``version``).
         version: A snapshot id without equality deletes (position deletes are applied).
-        schema: The schema to read the rows as (the snapshot's, as Spark reads it).
+        schema: The snapshot's schema: columns are projected onto it by field id, as
+            Spark reads the snapshot.
         columns: Columns to read (case-insensitive).
         keys: Bounds and values by column name; a column with no value matches nothing.
         max_rows: None is returned when the data files left after pruning hold more
             rows (before deletes and row filtering).
 
     Returns:
-        ``columns`` (Arrow types of pyiceberg's ``schema_to_pyarrow``), the rows whose
-        key columns match; None over ``max_rows`` or when a key cannot be bound to its
-        column's type.
+        ``columns`` (Arrow types of pyiceberg's ``schema_to_pyarrow``), at least the rows
+        whose key columns match; None over ``max_rows``, or when the keys cannot be a
+        pyiceberg filter on this snapshot: a key that is no literal of its column (e.g.
+        NaN), or a key column whose field the table's current schema names differently
+        (pyiceberg binds the filter to the current schema).
     """
-    row_filter = key_filter(keys)
     try:
+        row_filter = key_filter(keys)
         projection = schema.select(*columns, case_sensitive=False)
+        if not _same_fields(schema, table.schema(), keys):
+            return None
         bind(schema, row_filter, case_sensitive=False)
+        scan = table.scan(row_filter=row_filter, snapshot_id=version, case_sensitive=False)
+        tasks = list(scan.plan_files())
     except (ResolveError, ValueError, TypeError):
         return None
-    scan = table.scan(row_filter=row_filter, snapshot_id=version, case_sensitive=False)
-    tasks = list(scan.plan_files())
     if sum(task.file.record_count for task in tasks) > max_rows:
         return None
     return ArrowScan(table.metadata, table.io, projection, row_filter,
                      case_sensitive=False).to_table(tasks)
+
+
+def _same_fields(snapshot: Schema, current: Schema, names: Collection[str]) -> bool:
+    """Whether each name is the same field (id) in the snapshot's and the current schema."""
+    for name in names:
+        mine = snapshot.find_field(name, case_sensitive=False)
+        theirs = current.find_field(name, case_sensitive=False)
+        if mine.field_id != theirs.field_id:
+            return False
+    return True
 
 
 def key_filter(keys: Mapping[str, KeyValues]) -> BooleanExpression:

@@ -369,8 +369,9 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "block's delta terms are evaluated in Arrow (`ivm/arrow_eval.py`): the change "
             "feed joined with the partners' rows that match its keys, read by pyiceberg "
             "(`ivm/driver_delta.py`). A refresh then runs no Spark job, unless a partner "
-            "restricted to the change's keys still holds more than a million rows, as after "
-            "a scattered delete (the next item but one)." + _needed(sfs),
+            "restricted to the change's keys still spans more than ten million rows of data "
+            "files, as a scattered delete would in a larger table (the next item but one)."
+            + _needed(sfs),
             "- **Merge-on-read change feeds decode whole row groups** "
             "(`lakehouse/sources/iceberg_positions.py`): with Spark's default 128 MB row groups "
             "a scattered delete decodes nearly the whole table (item *Why deletes cost more*), "

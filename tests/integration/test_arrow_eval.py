@@ -72,6 +72,7 @@ REVIEWED = [
     "SELECT t.day AS x FROM rows AS t WHERE t.day < DATE '1996-02-29' + INTERVAL '1' YEAR",
     "SELECT t.day AS x FROM rows AS t WHERE t.day >= DATE '1995-01-31' + INTERVAL '1' MONTH",
     "SELECT t.i AS x FROM rows AS t WHERE t.t IN (1, 2.5, -3, 5, 7, 9) OR t.e IN (7, 70000)",
+    "SELECT t.d * -(2147483648) AS x FROM rows AS t",  # -(bigint literal) is a bigint
 ]
 """Shapes a review found typed differently from Spark: now equal, or falling back."""
 
@@ -87,6 +88,7 @@ FALLBACKS = [
     "SELECT t.d AS x FROM rows AS t WHERE t.day > '1995-3-15'",
     "SELECT CASE WHEN t.f THEN 1 ELSE 2 END AS x FROM rows AS t",
     "SELECT t.i AS x FROM rows AS t WHERE t.i < 100000000000000000000.5",  # Spark folds it
+    "SELECT t.i AS x FROM rows AS t WHERE t.b < 9223372036854775807.5",  # above bigint too
     "SELECT t.w AS x FROM rows AS t WHERE t.w > 0.00000000005",  # compared in 39 digits
     "SELECT t.day AS x FROM rows AS t WHERE t.day < DATE '9999-12-31' + INTERVAL '1' DAY",
     "SELECT t.i AS x FROM rows TABLESAMPLE (10 PERCENT) AS t",
@@ -222,8 +224,14 @@ def test_a_small_change_to_a_one_table_aggregate_runs_no_spark_job(spark: SparkS
     inputs = {"li": SourceInput(frames["new"], frames["old"],
                                 spark.createDataFrame(change.to_pylist(), schema), change)}
     spark.sparkContext.setJobGroup("arrow-eval-tick", "arrow-eval-tick")
-    delta = maintain(plan, inputs, loaded.state).to_arrow()
+    maintained = maintain(plan, inputs, loaded.state)
+    delta = maintained.to_arrow()
+    nothing = change.slice(0, 0)  # a change that consolidated to no row (a compaction)
+    empty = spark.createDataFrame([], schema)
+    unchanged = maintain(plan, {"li": SourceInput(frames["new"], frames["new"], empty, nothing)},
+                         maintained.state).to_arrow()
     assert spark.sparkContext.statusTracker().getJobIdsForGroup("arrow-eval-tick") == []
+    assert unchanged.num_rows == 0 and unchanged.column_names == delta.column_names
     spark.sparkContext.setJobGroup("other", "other")
     view = multiset(loaded.rows.collect())
     for row in delta.to_pylist():
