@@ -587,3 +587,17 @@ def test_iceberg_rows_for_join_keys_are_the_live_matching_rows(spark, iceberg) -
     assert reader.arrow_rows(new, ["id"], keys, max_rows=10) is None, "over max_rows: declined"
     nothing = reader.arrow_rows(new, ["id"], {"id": KeyValues(None, None)}, max_rows=10)
     assert nothing is not None and nothing.num_rows == 0
+
+
+def test_iceberg_rows_for_join_keys_decline_keys_pyiceberg_cannot_filter(spark, iceberg) -> None:
+    """A renamed key column, or a NaN key: None (Spark reads it), never an error."""
+    table, (reader,) = iceberg("partners_renamed")
+    version = _sql(spark, reader, _insert(table, [(1, "a"), (2, "b")]))
+    keys = {"id": KeyValues(1, 2, (1, 2))}
+    assert reader.arrow_rows(version, ["id", "v"], keys, max_rows=10) is not None
+    spark.sql(f"ALTER TABLE {table} RENAME COLUMN id TO ident")
+    assert reader.current_version() == version  # a tick loads the table's new metadata
+    # pyiceberg binds the filter to the current schema, where `id` is no longer a column
+    assert reader.arrow_rows(version, ["id", "v"], keys, max_rows=10) is None
+    nan = {"v": KeyValues(float("nan"), float("nan"), (float("nan"),))}
+    assert reader.arrow_rows(version, ["v"], nan, max_rows=10) is None
