@@ -20,12 +20,14 @@ IN_LIST_MAX = 1000
 """Most distinct values of a column listed in an ``IN``; more get the range only."""
 
 
-def arrow_keys(change: pa.Table, names: Sequence[str]) -> dict[str, KeyValues] | None:
+def arrow_keys(change: pa.Table, names: Sequence[str], max_values: int = IN_LIST_MAX
+               ) -> dict[str, KeyValues] | None:
     """Bounds and, when few, the distinct values of columns ``names`` of ``change``.
 
     Args:
         change: A change feed as Arrow (any columns, ``_weight`` too).
         names: Columns of ``change``.
+        max_values: The values of a column are listed up to this many.
 
     Returns:
         :class:`KeyValues` by column name; None when ``change`` lacks one of ``names`` or
@@ -43,7 +45,7 @@ def arrow_keys(change: pa.Table, names: Sequence[str]) -> dict[str, KeyValues] |
             found[name] = KeyValues(None, None)
             continue
         bounds = pc.min_max(distinct).as_py()
-        values = tuple(distinct.to_pylist()) if len(distinct) <= IN_LIST_MAX else None
+        values = tuple(distinct.to_pylist()) if len(distinct) <= max_values else None
         found[name] = KeyValues(bounds["min"], bounds["max"], values)
     return found
 

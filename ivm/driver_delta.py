@@ -18,7 +18,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ivm import arrow_eval
-from ivm.change_keys import arrow_keys
+from ivm.change_keys import IN_LIST_MAX, arrow_keys
 from ivm.key_ranges import KeyValues, comparable, join_columns, restricted
 from ivm.rewrite import Relation, delta_term
 from ivm.shape import block_tables, derived_tables
@@ -91,11 +91,13 @@ def _term(query: exp.Select, position: int, changes: Mapping[str, pa.Table],
     tables = block_tables(query)
     changed = tables[position]
     pairs = join_columns(query, changed.alias_or_name)
-    keys = arrow_keys(changes[changed.name], sorted({mine.name for mine, _ in pairs})) or {}
-    term = restricted(delta_term(query, position, relation), pairs, keys)
-    if changes[changed.name].num_rows == 0 or any(k.low is None for k in keys.values()):
+    change = changes[changed.name]
+    # every key is listed for the reads; the term's SQL lists them as Spark's path would
+    keys = arrow_keys(change, sorted({mine.name for mine, _ in pairs}), change.num_rows) or {}
+    term = restricted(delta_term(query, position, relation), pairs, _listed(keys))
+    if change.num_rows == 0 or any(k.low is None for k in keys.values()):
         return EMPTY
-    relations = {relation("delta", changed.name): changes[changed.name]}
+    relations = {relation("delta", changed.name): change}
     for other, table in enumerate(tables):
         if other == position:
             continue
@@ -112,6 +114,13 @@ def _term(query: exp.Select, position: int, changes: Mapping[str, pa.Table],
             return None
         relations[relation(role, table.name)] = rows
     return arrow_eval.evaluate(term, relations)
+
+
+def _listed(keys: Mapping[str, KeyValues]) -> dict[str, KeyValues]:
+    """The keys with their values listed only up to :data:`IN_LIST_MAX` (an ``IN`` in SQL)."""
+    return {name: KeyValues(k.low, k.high, k.values) if k.values is not None
+            and len(k.values) <= IN_LIST_MAX else KeyValues(k.low, k.high)
+            for name, k in keys.items()}
 
 
 def _columns(term: exp.Select, alias: str) -> list[str]:
