@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.exceptions import ResolveError
 from pyiceberg.expressions import (
     AlwaysFalse,
@@ -23,11 +24,16 @@ from pyiceberg.expressions import (
     LessThanOrEqual,
 )
 from pyiceberg.expressions.visitors import bind
-from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
 from ivm import KeyValues
+
+FILTER_MAX_VALUES = 200
+"""Most values of a key listed in pyiceberg's row filter (an ``IN``), which prunes files by
+them up to this many; pyiceberg's ``In`` costs about a millisecond per ten values to
+build and bind, so longer lists are looked up in each batch read instead."""
 
 
 def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[str],
@@ -63,8 +69,32 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
         return None
     if sum(task.file.record_count for task in tasks) > max_rows:
         return None
-    return ArrowScan(table.metadata, table.io, projection, row_filter,
-                     case_sensitive=False).to_table(tasks)
+    reader = ArrowScan(table.metadata, table.io, projection, row_filter, case_sensitive=False)
+    batches = [_matching(batch, keys) for batch in reader.to_record_batches(tasks)]
+    if not batches:
+        return schema_to_pyarrow(projection, include_field_ids=False).empty_table()
+    return pa.Table.from_batches(batches)
+
+
+def _matching(batch: pa.RecordBatch, keys: Mapping[str, KeyValues]) -> pa.RecordBatch:
+    """The batch's rows whose key columns hold one of the listed values (hash lookups).
+
+    For lists longer than pyiceberg's filter takes (:data:`FILTER_MAX_VALUES`); a list
+    whose values do not cast to the column's type is skipped (a superset is allowed).
+    """
+    names = {name.lower(): name for name in batch.schema.names}
+    mask = None
+    for name, values in keys.items():
+        column = names.get(name.lower())
+        if values.values is None or len(values.values) <= FILTER_MAX_VALUES or column is None:
+            continue
+        try:
+            wanted = pa.array(values.values).cast(batch.column(column).type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            continue
+        found = pc.is_in(batch.column(column), value_set=wanted)
+        mask = found if mask is None else pc.and_(mask, found)
+    return batch if mask is None else batch.filter(mask)
 
 
 def _same_fields(snapshot: Schema, current: Schema, names: Collection[str]) -> bool:
@@ -86,7 +116,7 @@ def key_filter(keys: Mapping[str, KeyValues]) -> BooleanExpression:
         # pyiceberg's predicates are pydantic models whose positional __init__ mypy misreads
         conditions += [GreaterThanOrEqual(name, values.low),  # type: ignore[call-arg, arg-type]
                        LessThanOrEqual(name, values.high)]  # type: ignore[call-arg, arg-type]
-        if values.values:
+        if values.values and len(values.values) <= FILTER_MAX_VALUES:
             conditions.append(In(name, values.values))  # type: ignore[call-arg, arg-type]
     return And(*conditions) if len(conditions) > 1 else (conditions[0] if conditions
                                                           else AlwaysTrue())

@@ -584,6 +584,13 @@ def test_iceberg_rows_for_join_keys_are_the_live_matching_rows(spark, iceberg) -
         within = found.filter(pa.compute.is_in(found["id"], pa.array([105, 107, 120])))
         assert multiset(r.values() for r in within.to_pylist()) == matching(version)
         assert found.num_rows <= 50, "files outside the keys' range are not read"
+    # more values than pyiceberg's filter takes: looked up batch by batch, exactly
+    many = {"id": KeyValues(105, 1299, (*range(105, 121), *range(1000, 1300)))}
+    found = reader.arrow_rows(new, ["id", "v"], many, max_rows=1000)
+    assert found is not None
+    expected = reader.snapshot(new).where("id BETWEEN 105 AND 120").collect()
+    assert multiset(r.values() for r in found.to_pylist()) == multiset(
+        (r["id"], r["v"]) for r in expected)
     assert reader.arrow_rows(new, ["id"], keys, max_rows=10) is None, "over max_rows: declined"
     nothing = reader.arrow_rows(new, ["id"], {"id": KeyValues(None, None)}, max_rows=10)
     assert nothing is not None and nothing.num_rows == 0
