@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from ivm import (
     WEIGHT,
-    ArrowRead,
-    KeyValues,
     Maintained,
     NotIncrementalError,
     SourceInput,
@@ -33,7 +30,7 @@ from lakehouse.config import ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
 from lakehouse.progress import counted, phase
-from lakehouse.sources.base import ChangeFeed, SourceReader
+from lakehouse.sources.base import ChangeFeed, SourceReader, TickReads
 from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
 from sinks.iceberg import IcebergSink
@@ -234,21 +231,10 @@ def _inputs(
             old=reader.snapshot(before) if before is not None else None,
             delta=_delta(feed),
             delta_arrow=feed.arrow if feed is not None else None,
-            read_arrow=_arrow_reader(reader, before, after),
+            read_arrow=(TickReads(reader, before, after)
+                        if before is not None and after is not None else None),
         )
     return inputs
-
-
-def _arrow_reader(reader: SourceReader, old: int | None, new: int | None) -> ArrowRead | None:
-    """Reads the source's rows at the tick's old or new version on the driver."""
-    if old is None or new is None:
-        return None
-    versions = {"old": old, "new": new}
-
-    def read(role: str, columns: Sequence[str], keys: Mapping[str, KeyValues],
-             max_rows: int) -> pa.Table | None:
-        return reader.arrow_rows(versions[role], columns, keys, max_rows)
-    return read
 
 
 def _delta(feed: ChangeFeed | None) -> DataFrame | Callable[[], DataFrame] | None:

@@ -109,3 +109,22 @@ class SourceReader(Protocol):
         the metadata cannot count (Iceberg equality deletes, Delta deletion vectors).
         """
         ...
+
+
+@dataclass(frozen=True)
+class TickReads:
+    """Reads a source on the driver at a tick's old or new version (``ivm.ArrowRead``).
+
+    A class here rather than a closure in the tick's own module, so that a refresh's
+    profile counts a read inside the view delta that asks for it.
+    """
+
+    reader: SourceReader
+    old: int
+    new: int
+
+    def __call__(self, role: str, columns: Sequence[str], keys: Mapping[str, KeyValues],
+                 max_rows: int) -> pa.Table | None:
+        """``reader.arrow_rows`` at the version of ``role`` (``new`` or ``old``)."""
+        return self.reader.arrow_rows(self.new if role == "new" else self.old, columns, keys,
+                                      max_rows)
