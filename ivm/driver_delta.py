@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from ivm import arrow_eval
-from ivm.change_keys import IN_LIST_MAX, arrow_keys
-from ivm.key_ranges import KeyValues, comparable, join_columns, restricted
+from ivm.change_keys import arrow_keys
+from ivm.key_ranges import KeyValues, comparable, join_columns
 from ivm.rewrite import Relation, delta_term
 from ivm.shape import block_tables, derived_tables
+from ivm.zset import WEIGHT
 
 ArrowRead = Callable[[str, Sequence[str], Mapping[str, KeyValues], int], pa.Table | None]
 """Reads a source on the driver: ``(role, columns, keys, max_rows)`` to the source's rows
@@ -46,6 +48,9 @@ def block_delta(query: exp.Select, changes: Mapping[str, pa.Table],
                 max_rows: int = DRIVER_READ_MAX_ROWS) -> pa.Table | None:
     """The delta of the block's rows: the union of its delta terms, in Arrow.
 
+    The terms telescope in :func:`telescoping_order`, so that partners are read at
+    the snapshot where their own change's rows are not.
+
     Args:
         query: A qualified inner-join SELECT (no grouping).
         changes: The change feed (columns plus ``_weight``) of each changed source.
@@ -63,11 +68,12 @@ def block_delta(query: exp.Select, changes: Mapping[str, pa.Table],
     names = [t.name for t in tables]
     if derived_tables(query) or len(set(names)) != len(names) or not arrow_eval.evaluable(query):
         return None  # checked before any partner is read
+    order = telescoping_order(names, changes)
     parts = []
     for position, table in enumerate(tables):
         if table.name not in changes:
             continue
-        part = _term(query, position, changes, readers, relation, max_rows)
+        part = _term(query, position, order, changes, readers, relation, max_rows)
         if part is None:
             return None
         if part is not EMPTY:
@@ -80,23 +86,53 @@ def block_delta(query: exp.Select, changes: Mapping[str, pa.Table],
         return None
 
 
-def _term(query: exp.Select, position: int, changes: Mapping[str, pa.Table],
-          readers: Mapping[str, ArrowRead | None], relation: Relation, max_rows: int
-          ) -> pa.Table | None:
+def telescoping_order(names: Sequence[str], changes: Mapping[str, pa.Table]) -> list[int]:
+    """The order of the block's tables for its delta terms: by net weight of their change.
+
+    A term reads the tables before its changed one at the new snapshot, those after it
+    at the old. A table whose change mostly removes rows comes first, so the other terms
+    read it after the removal; one whose change mostly adds rows comes last, so they read
+    it before the addition. Either way a partner read restricted to the change's keys
+    finds fewer rows: after orders are deleted with their line items, the orders' term
+    reads no line item. (Which snapshot a term reads does not change the delta: the sum
+    telescopes in any order.)
+
+    Args:
+        names: The block's source names, by position.
+        changes: The change feeds (with ``_weight``) of the changed sources.
+
+    Returns:
+        Positions, ascending by the net weight of their change (unchanged tables: 0);
+        ties keep the query's order.
+    """
+    def net_weight(position: int) -> int:
+        change = changes.get(names[position])
+        if change is None or change.num_rows == 0:
+            return 0
+        return int(pc.sum(change.column(WEIGHT)).as_py() or 0)
+
+    return sorted(range(len(names)), key=net_weight)
+
+
+def _term(query: exp.Select, position: int, order: Sequence[int],
+          changes: Mapping[str, pa.Table], readers: Mapping[str, ArrowRead | None],
+          relation: Relation, max_rows: int) -> pa.Table | None:
     """One delta term, its partners read restricted to the change's join keys.
 
     A term whose change has no row, or no non-null value of a join key, joins nothing:
-    it is empty without reading its partners.
+    it is empty without reading its partners. The term is evaluated as it is, without
+    :func:`ivm.key_ranges.restricted`'s conditions: its equi-joins with the change imply
+    them, and the reads already applied them.
     """
     tables = block_tables(query)
     changed = tables[position]
     pairs = join_columns(query, changed.alias_or_name)
     change = changes[changed.name]
-    # every key is listed for the reads; the term's SQL lists them as Spark's path would
     keys = arrow_keys(change, sorted({mine.name for mine, _ in pairs}), change.num_rows) or {}
-    term = restricted(delta_term(query, position, relation), pairs, _listed(keys))
     if change.num_rows == 0 or any(k.low is None for k in keys.values()):
         return EMPTY
+    term = delta_term(query, position, relation, order)
+    rank = {table: index for index, table in enumerate(order)}
     relations = {relation("delta", changed.name): change}
     for other, table in enumerate(tables):
         if other == position:
@@ -104,7 +140,7 @@ def _term(query: exp.Select, position: int, changes: Mapping[str, pa.Table],
         read = readers.get(table.name)
         if read is None:
             return None
-        role = "new" if other < position else "old"
+        role = "new" if rank[other] < rank[position] else "old"
         alias = table.alias_or_name
         restriction = {theirs.name: keys[mine.name] for mine, theirs in pairs
                        if theirs.table == alias and mine.name in keys
@@ -114,13 +150,6 @@ def _term(query: exp.Select, position: int, changes: Mapping[str, pa.Table],
             return None
         relations[relation(role, table.name)] = rows
     return arrow_eval.evaluate(term, relations)
-
-
-def _listed(keys: Mapping[str, KeyValues]) -> dict[str, KeyValues]:
-    """The keys with their values listed only up to :data:`IN_LIST_MAX` (an ``IN`` in SQL)."""
-    return {name: KeyValues(k.low, k.high, k.values) if k.values is not None
-            and len(k.values) <= IN_LIST_MAX else KeyValues(k.low, k.high)
-            for name, k in keys.items()}
 
 
 def _columns(term: exp.Select, alias: str) -> list[str]:

@@ -55,23 +55,32 @@ def weighted(query: exp.Select, weight: int) -> exp.Select:
     return query.select(literal.as_(WEIGHT), copy=False)
 
 
-def delta_term(query: exp.Select, changed: int, relation: Relation) -> exp.Select:
+def delta_term(query: exp.Select, changed: int, relation: Relation,
+               order: Sequence[int] | None = None) -> exp.Select:
     """One term of the telescoping delta of an inner-join block.
 
     d(T0 x ... x Tn) = sum over i of: T0..T(i-1) at new, dTi, T(i+1)..Tn at old
     (the bilinear rule generalised to N inputs). The term's weight is dTi's weight.
+    The sum telescopes in any order of the tables: with ``order``, the tables before
+    the changed one in it are read at new, those after it at old.
 
     Args:
         query: The qualified SELECT (no grouping).
         changed: Position of the table read as a change feed in this term.
         relation: Gives the relation name of a source at a role.
+        order: The block's table positions in the order the terms telescope in (the
+            same for every term of one delta); None for their order in the query.
 
     Returns:
         The term's query: the block's outputs plus ``_weight``.
     """
+    rank = {position: index for index, position in enumerate(order)} if order else None
+
     def naming(position: int, source: str) -> str:
-        role = "delta" if position == changed else ("new" if position < changed else "old")
-        return relation(role, source)
+        if position == changed:
+            return relation("delta", source)
+        before = rank[position] < rank[changed] if rank else position < changed
+        return relation("new" if before else "old", source)
 
     term = substitute(query, naming)
     alias = block_tables(term)[changed].alias_or_name

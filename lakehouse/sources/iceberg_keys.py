@@ -1,16 +1,21 @@
 """Read an Iceberg snapshot's rows on the driver, restricted to join keys.
 
 A join view's delta term needs, of each partner table, only the rows whose join key is
-one of the change's keys. The keys' bounds (and, when listed, the keys themselves) become
-a pyiceberg row filter: manifests and Parquet row groups whose column bounds miss them
-are skipped (pyiceberg's inclusive metrics evaluator; an ``IN`` of more than 200 values
-prunes by the bounds alone), and the rows read are filtered by it.
+one of the change's keys. The keys' bounds (and, when at most :data:`FILTER_MAX_VALUES`,
+the keys themselves) become a pyiceberg row filter that prunes data files by their column
+bounds (pyiceberg's inclusive metrics evaluator). Each file left is then read in two
+steps (late materialization): its key columns first, whose values are looked up in the
+keys; then the other columns, only at the matching positions that no delete file
+deletes, and only in the row groups holding them (:func:`.iceberg_positions.rows_at`). A
+file with no matching row costs the decoding of its key columns alone: after a delete,
+reading the partner at the snapshot without the deleted rows decodes little else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.exceptions import ResolveError
@@ -24,21 +29,31 @@ from pyiceberg.expressions import (
     LessThanOrEqual,
 )
 from pyiceberg.expressions.visitors import bind
-from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.manifest import FileFormat
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.utils.concurrent import ExecutorFactory
 
 from ivm import KeyValues
+from lakehouse.sources.iceberg_positions import (
+    DeleteFiles,
+    deleted_positions,
+    read_deletes,
+    rows_at,
+)
 
 FILTER_MAX_VALUES = 200
 """Most values of a key listed in pyiceberg's row filter (an ``IN``), which prunes files by
 them up to this many; pyiceberg's ``In`` costs about a millisecond per ten values to
-build and bind, so longer lists are looked up in each batch read instead."""
+build and bind, so longer lists prune by their bounds alone."""
+
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
 
 
 def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[str],
                   keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:
-    """The rows of snapshot ``version`` that may match ``keys``, or None.
+    """The live rows of snapshot ``version`` that may match ``keys``, or None.
 
     Args:
         table: The table (its metadata holds ``version``).
@@ -48,18 +63,21 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
         columns: Columns to read (case-insensitive).
         keys: Bounds and values by column name; a column with no value matches nothing.
         max_rows: None is returned when the data files left after pruning hold more
-            rows (before deletes and row filtering).
+            rows (before deletes and key lookups).
 
     Returns:
-        ``columns`` (Arrow types of pyiceberg's ``schema_to_pyarrow``), at least the rows
-        whose key columns match; None over ``max_rows``, or when the keys cannot be a
-        pyiceberg filter on this snapshot: a key that is no literal of its column (e.g.
-        NaN), or a key column whose field the table's current schema names differently
-        (pyiceberg binds the filter to the current schema).
+        ``columns`` (Arrow types of pyiceberg's ``schema_to_pyarrow``): every live row
+        whose key columns lie in their bounds and, when listed, among their values (a
+        value that does not cast to its column's type leaves the list unchecked: a
+        superset). None over ``max_rows``; for a data file that is not Parquet; or when
+        the keys cannot be a pyiceberg filter on this snapshot: a key that is no literal
+        of its column (e.g. NaN), or a key column whose field the table's current schema
+        names differently (pyiceberg binds the filter to the current schema).
     """
     try:
         row_filter = key_filter(keys)
         projection = schema.select(*columns, case_sensitive=False)
+        key_schema = schema.select(*keys, case_sensitive=False)
         if not _same_fields(schema, table.schema(), keys):
             return None
         bind(schema, row_filter, case_sensitive=False)
@@ -67,34 +85,64 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
         tasks = list(scan.plan_files())
     except (ResolveError, ValueError, TypeError):
         return None
-    if sum(task.file.record_count for task in tasks) > max_rows:
+    if (sum(task.file.record_count for task in tasks) > max_rows
+            or any(task.file.file_format != FileFormat.PARQUET for task in tasks)):
         return None
-    reader = ArrowScan(table.metadata, table.io, projection, row_filter, case_sensitive=False)
-    batches = [_matching(batch, keys) for batch in reader.to_record_batches(tasks)]
-    if not batches:
-        return schema_to_pyarrow(projection, include_field_ids=False).empty_table()
-    return pa.Table.from_batches(batches)
+    deletes = read_deletes(table.io, [f for task in tasks for f in task.delete_files])
+    target = schema_to_pyarrow(projection, include_field_ids=False)
+
+    def read(task: FileScanTask) -> pa.Table:
+        found = _matching_positions(table, task, key_schema, keys, deletes)
+        if not len(found):
+            return target.empty_table()
+        return rows_at(table.metadata, table.io, task.file, found, projection).cast(target)
+
+    parts = list(ExecutorFactory.get_or_create().map(read, tasks))
+    return pa.concat_tables([target.empty_table(), *parts])
 
 
-def _matching(batch: pa.RecordBatch, keys: Mapping[str, KeyValues]) -> pa.RecordBatch:
-    """The batch's rows whose key columns hold one of the listed values (hash lookups).
-
-    For lists longer than pyiceberg's filter takes (:data:`FILTER_MAX_VALUES`); a list
-    whose values do not cast to the column's type is skipped (a superset is allowed).
-    """
-    names = {name.lower(): name for name in batch.schema.names}
-    mask = None
+def _matching_positions(table: Table, task: FileScanTask, key_schema: Schema,
+                        keys: Mapping[str, KeyValues], deletes: DeleteFiles) -> np.ndarray:
+    """Live positions of the task's data file whose key columns match ``keys`` (sorted)."""
+    key_rows = rows_at(table.metadata, table.io, task.file, None, key_schema)
+    mask = pa.array(np.ones(key_rows.num_rows, np.bool_))
+    names = {name.lower(): name for name in key_rows.column_names}
     for name, values in keys.items():
-        column = names.get(name.lower())
-        if values.values is None or len(values.values) <= FILTER_MAX_VALUES or column is None:
-            continue
+        mask = pc.and_(mask, key_mask(key_rows.column(names[name.lower()]), values))
+    found = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    gone = deleted_positions(deletes, task.delete_files, task.file.file_path)
+    return np.setdiff1d(found, gone, assume_unique=True) if len(gone) else found
+
+
+def key_mask(column: pa.ChunkedArray, values: KeyValues) -> pa.Array:
+    """Whether each value of ``column`` lies in the bounds and, when listed, the values.
+
+    Null never matches (a join never matches it). A bound or list that does not compare
+    with the column's type is not checked, so the mask may hold more rows than match.
+
+    Args:
+        column: A key column.
+        values: Its bounds and values (bounds None: nothing matches).
+
+    Returns:
+        A boolean array, one entry per row of ``column``, no null.
+    """
+    if values.low is None or values.high is None:
+        return pa.array(np.zeros(len(column), np.bool_))
+    mask = pc.is_valid(column)
+    checks = [(pc.greater_equal, values.low), (pc.less_equal, values.high)]
+    for compare, bound in checks:
         try:
-            wanted = pa.array(values.values).cast(batch.column(column).type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            mask = pc.and_kleene(mask, compare(column, pa.scalar(bound)))
+        except _ARROW_ERRORS:
             continue
-        found = pc.is_in(batch.column(column), value_set=wanted)
-        mask = found if mask is None else pc.and_(mask, found)
-    return batch if mask is None else batch.filter(mask)
+    if values.values is not None:
+        try:
+            wanted = pa.array(values.values).cast(column.type)
+            mask = pc.and_kleene(mask, pc.is_in(column, value_set=wanted))
+        except _ARROW_ERRORS:
+            pass
+    return pc.fill_null(mask, False).combine_chunks()
 
 
 def _same_fields(snapshot: Schema, current: Schema, names: Collection[str]) -> bool:

@@ -69,28 +69,60 @@ def position_changes(metadata: TableMetadata, io: FileIO, pairs: Iterable[TaskPa
         (int64, -1 or +1), not consolidated: equal rows of several positions repeat.
     """
     changed = [(b, a) for b, a in pairs if _delete_keys(b) != _delete_keys(a)]
-    executor = ExecutorFactory.get_or_create()
-    files = {f.file_path: f for b, a in changed for f in (*b.delete_files, *a.delete_files)}
-    deletes = dict(zip(files, executor.map(lambda f: _read_deletes(io, f), files.values()),
-                       strict=True))
+    deletes = read_deletes(io, [f for b, a in changed for f in (*b.delete_files, *a.delete_files)])
     target = schema_to_pyarrow(schema, include_field_ids=False)
 
     def rows(pair: TaskPair) -> pa.Table:
         before, after = pair
         path = after.file.file_path
-        gone, were = (_positions(deletes, t.delete_files, path) for t in (after, before))
+        gone, were = (deleted_positions(deletes, t.delete_files, path) for t in (after, before))
         removed, restored = np.setdiff1d(gone, were), np.setdiff1d(were, gone)
         found = rows_at(metadata, io, after.file, np.concatenate([removed, restored]), schema)
         weights = np.repeat(np.array([-1, 1], np.int64), [len(removed), len(restored)])
         return found.cast(target).append_column(WEIGHT, pa.array(weights, pa.int64()))
 
-    parts = list(executor.map(rows, changed))
+    parts = list(ExecutorFactory.get_or_create().map(rows, changed))
     empty = target.empty_table().append_column(WEIGHT, pa.array([], pa.int64()))
     return pa.concat_tables([empty, *parts])
 
 
-def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile, positions: np.ndarray,
-            schema: Schema) -> pa.Table:
+DeleteFiles = dict[str, dict[str, pa.ChunkedArray]]
+"""Position delete files read: by delete file path, the deleted positions of each data file."""
+
+
+def read_deletes(io: FileIO, files: Iterable[DataFile]) -> DeleteFiles:
+    """Read position delete files (Parquet, ORC, Puffin deletion vectors), each once.
+
+    Args:
+        io: The table's FileIO.
+        files: Delete files of scan tasks (repeats are read once).
+
+    Returns:
+        By delete file path, the positions it deletes in each data file.
+    """
+    unique = {f.file_path: f for f in files}
+    executor = ExecutorFactory.get_or_create()
+    return dict(zip(unique, executor.map(lambda f: _read_deletes(io, f), unique.values()),
+                    strict=True))
+
+
+def deleted_positions(deletes: DeleteFiles, files: Iterable[DataFile], path: str) -> np.ndarray:
+    """The positions of data file ``path`` that the delete ``files`` delete.
+
+    Args:
+        deletes: From :func:`read_deletes`, holding every one of ``files``.
+        files: The delete files that apply to the data file (a scan task's).
+        path: The data file's path.
+
+    Returns:
+        Sorted, unique positions (int64).
+    """
+    arrays = [deletes[f.file_path][path].to_numpy() for f in files if path in deletes[f.file_path]]
+    return np.unique(np.concatenate(arrays)).astype(np.int64) if arrays else np.zeros(0, np.int64)
+
+
+def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
+            positions: np.ndarray | None, schema: Schema) -> pa.Table:
     """The rows of a Parquet data file at ``positions``, projected onto ``schema``.
 
     Reads only the row groups that hold a position, and only the columns ``schema``
@@ -100,11 +132,13 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile, positions:
         metadata: The table's metadata (name mapping, partition specs, format version).
         io: The table's FileIO.
         data_file: The data file (Parquet).
-        positions: 0-based row positions in the file (int64), in the order wanted.
+        positions: 0-based row positions in the file (int64), in the order wanted; None
+            for every row of the file (its deleted ones too).
         schema: The Iceberg schema to project onto (by field id).
 
     Returns:
-        One row per position, in order, with ``schema``'s columns.
+        One row per position, in order, with ``schema``'s columns (Arrow types as
+        pyiceberg's ``_to_requested_schema`` gives them).
 
     Raises:
         IndexError: A position is past the file's last row.
@@ -115,7 +149,10 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile, positions:
         parquet = pq.ParquetFile(stream)
         sizes = np.array([parquet.metadata.row_group(i).num_rows
                           for i in range(parquet.num_row_groups)], np.int64)
-        groups, local = row_group_offsets(positions, sizes)
+        if positions is None:
+            groups, local = np.arange(len(sizes)), None
+        else:
+            groups, local = row_group_offsets(positions, sizes)
         file_schema = pyarrow_to_schema(parquet.schema_arrow, metadata.name_mapping(),
                                         downcast_ns_timestamp_to_us=downcast,
                                         format_version=metadata.format_version)
@@ -128,7 +165,7 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile, positions:
     batches = [_to_requested_schema(schema, projected, batch, downcast_ns_timestamp_to_us=downcast,
                                     projected_missing_fields=missing,
                                     allow_timestamp_tz_mismatch=True)
-               for batch in table.take(pa.array(local, pa.int64())).to_batches()]
+               for batch in (table if local is None else table.take(local)).to_batches()]
     if not batches:
         return schema_to_pyarrow(schema, include_field_ids=False).empty_table()
     return pa.Table.from_batches(batches)
@@ -160,13 +197,6 @@ def row_group_offsets(positions: np.ndarray, sizes: np.ndarray) -> tuple[np.ndar
 def _delete_keys(task: FileScanTask) -> set[tuple[str, int | None]]:
     """The delete files of a task (a deletion vector is a blob of a Puffin file)."""
     return {(f.file_path, getattr(f, "content_offset", None)) for f in task.delete_files}
-
-
-def _positions(deletes: dict[str, dict[str, pa.ChunkedArray]], files: Iterable[DataFile],
-               path: str) -> np.ndarray:
-    """The positions of data file ``path`` that the delete ``files`` delete (sorted, unique)."""
-    arrays = [deletes[f.file_path][path].to_numpy() for f in files if path in deletes[f.file_path]]
-    return np.unique(np.concatenate(arrays)).astype(np.int64) if arrays else np.zeros(0, np.int64)
 
 
 def _projected_ids(schema: Schema) -> set[int]:

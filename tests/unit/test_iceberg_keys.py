@@ -1,0 +1,48 @@
+"""Key lookups of partner reads (``lakehouse.sources.iceberg_keys.key_mask``)."""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ivm import KeyValues
+from lakehouse.sources.iceberg_keys import key_mask
+
+values = st.lists(st.one_of(st.none(), st.integers(-50, 50)), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(column=values, low=st.integers(-60, 60), span=st.integers(0, 60),
+       listed=st.one_of(st.none(), st.lists(st.integers(-60, 60), max_size=20)),
+       chunks=st.integers(1, 3))
+def test_key_mask_is_bounds_and_values_and_never_null(column, low, span, listed,
+                                                      chunks) -> None:
+    high = low + span
+    size = -(-len(column) // chunks) or 1
+    chunked = pa.chunked_array([pa.array(column[i:i + size], pa.int64())
+                                for i in range(0, len(column), size)], pa.int64())
+    keys = KeyValues(low, high, None if listed is None else tuple(listed))
+    expected = [v is not None and low <= v <= high and (listed is None or v in listed)
+                for v in column]
+    assert key_mask(chunked, keys).to_pylist() == expected
+
+
+def test_key_mask_compares_decimals_and_dates_in_the_columns_type() -> None:
+    prices = pa.chunked_array([pa.array([Decimal("1.50"), Decimal("2.25"), None],
+                                        pa.decimal128(15, 2))])
+    keys = KeyValues(Decimal("1.5"), Decimal("2"), (Decimal("1.5"),))
+    assert key_mask(prices, keys).to_pylist() == [True, False, False]
+    day = datetime.date(2024, 1, 2)
+    dates = pa.chunked_array([pa.array([day, day + datetime.timedelta(days=1)])])
+    assert key_mask(dates, KeyValues(day, day, (day,))).to_pylist() == [True, False]
+
+
+def test_key_mask_is_empty_without_bounds_and_a_superset_for_values_of_another_type() -> None:
+    ids = pa.chunked_array([pa.array([1, 2, 3], pa.int32())])
+    assert key_mask(ids, KeyValues(None, None)).to_pylist() == [False, False, False]
+    # "x" is no int: the list cannot be checked, the bounds still are
+    assert key_mask(ids, KeyValues(2, 3, ("x",))).to_pylist() == [False, True, True]
