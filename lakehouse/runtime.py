@@ -24,6 +24,7 @@ from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refres
 from lakehouse.schema_guard import SchemaGuard, built_columns
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader
+from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.spark.arrow import to_arrow
@@ -79,6 +80,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.spark.sparkContext.setLogLevel(config.spark.log_level)
         self.scratch_dir = config.warehouse_path / "_scratch"
         self.bridge = ArrowBridge(self.spark, self.scratch_dir)
+        self.column_cache = ColumnCache(config.column_cache_bytes)
         self.readers: dict[str, SourceReader] = {
             name: self._reader(name, source) for name, source in config.sources.items()
         }
@@ -97,7 +99,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         else:
             identifier, ref = source.iceberg, source.ref
         return IcebergSourceReader(self.spark, self.catalog, self.config.spark.catalog_name,
-                                   name, identifier, ref=ref, bridge=self.bridge)
+                                   name, identifier, ref=ref, bridge=self.bridge,
+                                   cache=self.column_cache)
 
     def plan(self, view: ViewConfig) -> ViewPlan:
         """The compiled plan of ``view``, compiled once.

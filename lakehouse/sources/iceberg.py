@@ -30,6 +30,7 @@ from ivm import WEIGHT, KeyValues, consolidate, with_weight
 from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, projected
+from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_feed import arrow_change_feed
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_keys import rows_for_keys
@@ -55,11 +56,14 @@ class IcebergSourceReader:
         bridge: When given, changed files are read by pyiceberg (only those files) and
             handed to Spark through it; otherwise Spark scans the table and filters on
             the ``_file`` metadata column (exact, but reads every file).
+        cache: Decoded row groups of data files kept between ticks, shared by the
+            readers of a pipeline (None: none kept).
     """
 
     def __init__(
         self, spark: SparkSession, catalog: Catalog, catalog_name: str, name: str, identifier: str,
         *, ref: str = "main", bridge: ArrowBridge | None = None,
+        cache: ColumnCache | None = None,
     ):
         self.spark = spark
         self.catalog = catalog
@@ -68,6 +72,7 @@ class IcebergSourceReader:
         self.table_name = f"{catalog_name}.{identifier}"
         self.ref = ref
         self.bridge = bridge
+        self.cache = cache
         self._snapshots: dict[int, DataFrame] = {}
         self._recent: Table | None = None
 
@@ -172,7 +177,7 @@ class IcebergSourceReader:
         schema = _snapshot_schema(table, new).select(*spark_columns.names)
         if self.bridge is not None and not (_has_equality_deletes(table, old)
                                             or _has_equality_deletes(table, new)):
-            rows = arrow_change_feed(table, old, new, paths, schema).rows
+            rows = arrow_change_feed(table, old, new, paths, schema, self.cache).rows
             bridge = self.bridge
 
             def spark_rows() -> DataFrame:
@@ -208,7 +213,7 @@ class IcebergSourceReader:
         if _has_equality_deletes(table, version):
             return None
         schema = _snapshot_schema(table, version)
-        return rows_for_keys(table, version, schema, columns, keys, max_rows)
+        return rows_for_keys(table, version, schema, columns, keys, max_rows, self.cache)
 
     def row_count(self, version: int) -> int:
         """Live rows of snapshot ``version``, from its summary (no data file is read).

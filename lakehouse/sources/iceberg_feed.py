@@ -25,6 +25,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 
 from lakehouse.sources.arrow_diff import consolidate, difference
+from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_positions import position_changes, readable
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class ArrowChangeFeed:
 
 
 def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
-                      schema: Schema) -> ArrowChangeFeed:
+                      schema: Schema, cache: ColumnCache | None = None) -> ArrowChangeFeed:
     """The change from snapshot ``old`` to ``new`` of the data files ``paths``.
 
     Args:
@@ -55,6 +56,8 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
         new: The snapshot the change ends at.
         paths: The data files that may have changed (None: every file live at either).
         schema: The Iceberg schema rows are projected onto (by field id).
+        cache: Where the row groups that deleted positions are read from are kept
+            between ticks (None: nowhere).
 
     Returns:
         The change as a consolidated Arrow Z-set, and which files were read how.
@@ -70,7 +73,7 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
         scan.to_table([after[p] for p in whole if p in after]).cast(target),
         scan.to_table([before[p] for p in whole if p in before]).cast(target))
     moved = position_changes(table.metadata, table.io, [(before[p], after[p]) for p in kept],
-                             schema)
+                             schema, cache)
     rows = consolidate(pa.concat_tables([changed, moved])) if moved.num_rows else changed
     log.debug("%s: %d rows changed; %d data files read by deleted position, %d read whole",
               table.name(), rows.num_rows, len(kept), len(whole))

@@ -36,6 +36,7 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.utils.concurrent import ExecutorFactory
 
 from ivm import KeyValues
+from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_positions import (
     DeleteFiles,
     deleted_positions,
@@ -52,7 +53,8 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError
 
 
 def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[str],
-                  keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:
+                  keys: Mapping[str, KeyValues], max_rows: int,
+                  cache: ColumnCache | None = None) -> pa.Table | None:
     """The live rows of snapshot ``version`` that may match ``keys``, or None.
 
     Args:
@@ -64,6 +66,7 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
         keys: Bounds and values by column name; a column with no value matches nothing.
         max_rows: None is returned when the data files left after pruning hold more
             rows (before deletes and key lookups).
+        cache: Where decoded row groups are kept between ticks (None: nowhere).
 
     Returns:
         ``columns`` (Arrow types of pyiceberg's ``schema_to_pyarrow``): every live row
@@ -92,19 +95,21 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
     target = schema_to_pyarrow(projection, include_field_ids=False)
 
     def read(task: FileScanTask) -> pa.Table:
-        found = _matching_positions(table, task, key_schema, keys, deletes)
+        found = _matching_positions(table, task, key_schema, keys, deletes, cache)
         if not len(found):
             return target.empty_table()
-        return rows_at(table.metadata, table.io, task.file, found, projection).cast(target)
+        return rows_at(table.metadata, table.io, task.file, found, projection,
+                       cache).cast(target)
 
     parts = list(ExecutorFactory.get_or_create().map(read, tasks))
     return pa.concat_tables([target.empty_table(), *parts])
 
 
 def _matching_positions(table: Table, task: FileScanTask, key_schema: Schema,
-                        keys: Mapping[str, KeyValues], deletes: DeleteFiles) -> np.ndarray:
+                        keys: Mapping[str, KeyValues], deletes: DeleteFiles,
+                        cache: ColumnCache | None) -> np.ndarray:
     """Live positions of the task's data file whose key columns match ``keys`` (sorted)."""
-    key_rows = rows_at(table.metadata, table.io, task.file, None, key_schema)
+    key_rows = rows_at(table.metadata, table.io, task.file, None, key_schema, cache)
     mask = pa.array(np.ones(key_rows.num_rows, np.bool_))
     names = {name.lower(): name for name in key_rows.column_names}
     for name, values in keys.items():

@@ -39,6 +39,7 @@ from pyiceberg.utils.concurrent import ExecutorFactory
 from pyiceberg.utils.config import Config
 
 from ivm import WEIGHT
+from lakehouse.sources.column_cache import ColumnCache
 
 TaskPair = tuple[FileScanTask, FileScanTask]
 """One data file's scan task at the old snapshot and at the new one."""
@@ -51,7 +52,7 @@ def readable(before: FileScanTask, after: FileScanTask) -> bool:
 
 
 def position_changes(metadata: TableMetadata, io: FileIO, pairs: Iterable[TaskPair],
-                     schema: Schema) -> pa.Table:
+                     schema: Schema, cache: ColumnCache | None = None) -> pa.Table:
     """Rows that a change of deleted positions removed (-1) or restored (+1).
 
     For data files live at both snapshots.
@@ -63,6 +64,7 @@ def position_changes(metadata: TableMetadata, io: FileIO, pairs: Iterable[TaskPa
             ``plan_files``, which attaches the delete files that apply to it there). The
             snapshots must have no equality deletes; the file must pass :func:`readable`.
         schema: The Iceberg schema to project rows onto.
+        cache: Where decoded row groups are kept between ticks (None: nowhere).
 
     Returns:
         ``schema``'s columns (Arrow types of ``schema_to_pyarrow``) plus ``_weight``
@@ -77,7 +79,8 @@ def position_changes(metadata: TableMetadata, io: FileIO, pairs: Iterable[TaskPa
         path = after.file.file_path
         gone, were = (deleted_positions(deletes, t.delete_files, path) for t in (after, before))
         removed, restored = np.setdiff1d(gone, were), np.setdiff1d(were, gone)
-        found = rows_at(metadata, io, after.file, np.concatenate([removed, restored]), schema)
+        found = rows_at(metadata, io, after.file, np.concatenate([removed, restored]), schema,
+                        cache)
         weights = np.repeat(np.array([-1, 1], np.int64), [len(removed), len(restored)])
         return found.cast(target).append_column(WEIGHT, pa.array(weights, pa.int64()))
 
@@ -122,7 +125,8 @@ def deleted_positions(deletes: DeleteFiles, files: Iterable[DataFile], path: str
 
 
 def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
-            positions: np.ndarray | None, schema: Schema) -> pa.Table:
+            positions: np.ndarray | None, schema: Schema,
+            cache: ColumnCache | None = None) -> pa.Table:
     """The rows of a Parquet data file at ``positions``, projected onto ``schema``.
 
     Reads only the row groups that hold a position, and only the columns ``schema``
@@ -135,6 +139,8 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
         positions: 0-based row positions in the file (int64), in the order wanted; None
             for every row of the file (its deleted ones too).
         schema: The Iceberg schema to project onto (by field id).
+        cache: Where the row groups' decoded columns are looked up and kept (None: they
+            are read from the file each time).
 
     Returns:
         One row per position, in order, with ``schema``'s columns (Arrow types as
@@ -157,8 +163,11 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
                                         downcast_ns_timestamp_to_us=downcast,
                                         format_version=metadata.format_version)
         projected = prune_columns(file_schema, _projected_ids(schema), select_full_types=False)
-        table = parquet.read_row_groups(groups.tolist(),
-                                        columns=[c.name for c in projected.columns])
+        names = [c.name for c in projected.columns]
+        if cache is None:
+            table = parquet.read_row_groups(groups.tolist(), columns=names)
+        else:
+            table = cache.read_row_groups(parquet, data_file.file_path, groups.tolist(), names)
     missing = _get_column_projection_values(
         data_file, schema, metadata.schema(), metadata.specs().get(data_file.spec_id),
         file_schema.field_ids)

@@ -7,6 +7,7 @@ difference of the table's snapshots at those versions.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections import Counter
@@ -40,6 +41,7 @@ from ivm import KeyValues, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, SourceReader
+from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.sources.iceberg_feed import ArrowChangeFeed, arrow_change_feed, scan_tasks
@@ -107,7 +109,8 @@ def iceberg(spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: s
             tmp_path: Path):
     """A factory: create a table ``lakehouse.<ns>.<name>`` and readers for it.
 
-    The first reader reads changed files with pyiceberg; with ``spark_reader`` a second one
+    The first reader reads changed files with pyiceberg, keeping decoded columns in a
+    1 MiB cache (so repeated checks read them from it); with ``spark_reader`` a second one
     reads them with Spark (``_file`` filter).
     """
 
@@ -123,7 +126,8 @@ def iceberg(spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: s
         identifier = f"{catalog_namespace}.{name}"
         bridge = ArrowBridge(spark, tmp_path / "scratch")
         readers = [
-            IcebergSourceReader(spark, rest_catalog, "lakehouse", name, identifier, bridge=bridge),
+            IcebergSourceReader(spark, rest_catalog, "lakehouse", name, identifier, bridge=bridge,
+                                cache=ColumnCache(1 << 20)),
         ]
         if spark_reader:
             readers.append(IcebergSourceReader(spark, rest_catalog, "lakehouse", name, identifier))
@@ -578,10 +582,13 @@ def test_iceberg_rows_for_join_keys_are_the_live_matching_rows(spark, iceberg) -
         rows = reader.snapshot(version).where("id IN (105, 107, 120)").collect()
         return multiset((r["id"], r["v"]) for r in rows)
 
-    for version in (old, new):
-        found = reader.arrow_rows(version, ["ID", "v"], keys, max_rows=1000)
+    uncached = IcebergSourceReader(spark, reader.catalog, "lakehouse", "partners",
+                                   reader.identifier)
+    for version, source in itertools.product((old, new, old), (reader, uncached)):
+        found = source.arrow_rows(version, ["ID", "v"], keys, max_rows=1000)
         assert found is not None and found.column_names == ["id", "v"]
         assert multiset(r.values() for r in found.to_pylist()) == matching(version)
+    assert reader.cache is not None and reader.cache.hits > 0
     # more values than pyiceberg's filter takes: pruned by the bounds, looked up exactly
     many = {"id": KeyValues(105, 1299, (*range(105, 121), *range(1000, 1300)))}
     found = reader.arrow_rows(new, ["id", "v"], many, max_rows=1000)

@@ -1,0 +1,84 @@
+"""Decoded columns of source data files, kept in memory between ticks.
+
+An Iceberg data file never changes once written (table spec, "Overview": files are
+immutable; a delete writes a delete file beside it). A small delete in a large file
+still costs decoding every column the view reads in each row group holding a deleted
+row, and a partner read decodes the key columns of every file it cannot prune; with
+128 MB row groups, a scattered delete decodes nearly the whole table. Keeping those
+decoded columns in memory makes the next tick that needs them pay only for the rows
+it takes: the cost then follows the change, as long as the columns fit the budget.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from cachetools import LRUCache
+
+ColumnKey = tuple[str, int, str]
+"""A data file's path, a row group's index in it, a top-level column's name in the file."""
+
+
+class ColumnCache:
+    """Decoded Parquet columns by data file, row group and column; least recently used out.
+
+    Safe to share between threads (a tick reads data files in parallel) and between the
+    readers of several sources: the budget is for the whole process.
+
+    Args:
+        max_bytes: Most bytes of Arrow buffers kept (``pa.ChunkedArray.nbytes``); 0 keeps
+            nothing. A column larger than the budget is read but not kept.
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._columns: LRUCache[ColumnKey, pa.ChunkedArray] = LRUCache(
+            maxsize=max(max_bytes, 1), getsizeof=lambda column: max(column.nbytes, 1))
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the columns kept now."""
+        return int(self._columns.currsize) if self.max_bytes else 0
+
+    def read_row_groups(self, parquet: pq.ParquetFile, path: str, groups: Sequence[int],
+                        columns: Sequence[str]) -> pa.Table:
+        """Row groups ``groups`` of a data file, only ``columns``, as ``read_row_groups``.
+
+        Args:
+            parquet: The open data file.
+            path: Its path: with the row group and column, what the cache keys on.
+            groups: Row group indexes, in the order wanted.
+            columns: Top-level column names in the file.
+
+        Returns:
+            The row groups' rows, concatenated in order, with ``columns`` in that order.
+        """
+        if not self.max_bytes:
+            return parquet.read_row_groups(list(groups), columns=list(columns))
+        parts = [self._row_group(parquet, path, group, columns) for group in groups]
+        if not parts:
+            return parquet.schema_arrow.empty_table().select(list(columns))
+        return pa.concat_tables(parts)
+
+    def _row_group(self, parquet: pq.ParquetFile, path: str, group: int,
+                   columns: Sequence[str]) -> pa.Table:
+        with self._lock:
+            found = {name: self._columns.get((path, group, name)) for name in columns}
+        missing = [name for name, column in found.items() if column is None]
+        self.hits += len(columns) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            read = parquet.read_row_group(group, columns=missing)
+            with self._lock:
+                for name in missing:
+                    column = found[name] = read.column(name)
+                    if column.nbytes <= self.max_bytes:
+                        self._columns[(path, group, name)] = column
+        schema = pa.schema([parquet.schema_arrow.field(name) for name in columns])
+        return pa.Table.from_arrays([found[name] for name in columns], schema=schema)
