@@ -175,19 +175,24 @@ def _delete_costs(sfs: dict[str, Any]) -> str | None:
     joins = {k: [v for q in JOIN_VIEWS if (v := fixed(entry, k, q))] for k in FIXED_KINDS}
     if not (feeds["delete"] and feeds["insert"] and groups and all(joins.values())):
         return None
+    first = [v for q in QUERIES if (v := fixed(entry, "delete_first", q))]
     return (f"**Why deletes cost more than inserts** (SF {big}): `lineitem` was loaded as "
             f"{groups['count']} Parquet row groups of up to {groups['max_rows']:,} rows; 250 "
-            "orders picked at random hit nearly every one, and the change feed decodes each row "
-            "group holding a deleted position (only the columns the view reads): {d} s of "
-            "change feed in the profiled delete refreshes against {i} s for inserts. In the "
-            "join views, the delta terms restrict the join partners to the change's keys "
-            "(`BETWEEN` its lowest and highest key, for file pruning, and an `IN` list of the "
-            "keys, which drops partner rows before the join): new orders get keys above all "
-            "others, so an insert's range skips every old file, while a scattered delete's "
-            "range spans the whole table and its partners are read whole, though filtered. The "
-            "fixed change in Q3/Q5: inserts {ji} s, deletes {jd} s.").format(
+            "orders picked at random hit nearly every one, and the change feed takes each "
+            "deleted row from its row group, decoded (only the columns the view reads). The "
+            "refresher keeps decoded columns between ticks (`column_cache_bytes`, 1 GiB by "
+            "default; data files never change), so only the first delete after start decodes "
+            "them{f}. Profiled delete refreshes spent {d} s in change feeds, inserts "
+            "{i} s. In the join views a partner read restricted to the change's keys decodes "
+            "its key columns first and the rest only at matching rows, and the delta terms "
+            "read a partner after its deletes: after orders are deleted with their line items, "
+            "the orders' term finds no line item. The fixed change in Q3/Q5: inserts {ji} s, "
+            "deletes {jd} s.").format(
         d=_span(feeds["delete"]), i=_span(feeds["insert"]), ji=_span(joins["insert"]),
-        jd=_span(joins["delete"]))
+        jd=_span(joins["delete"]),
+        f=(f": the first fixed delete refreshed in {_span(first, ' s')}, the next one in "
+           f"{_span([v for q in QUERIES if (v := fixed(entry, 'delete', q))], ' s')} (the "
+           "*Scaling* table)") if first else "")
 
 
 def _profile(sfs: dict[str, Any]) -> str | None:
@@ -372,15 +377,15 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "restricted to the change's keys still spans more than ten million rows of data "
             "files, as a scattered delete would in a larger table (the next item but one)."
             + _needed(sfs),
-            "- **Merge-on-read change feeds decode whole row groups** "
-            "(`lakehouse/sources/iceberg_positions.py`): with Spark's default 128 MB row groups "
-            "a scattered delete decodes nearly the whole table (item *Why deletes cost more*), "
-            "if only the columns the view reads. Smaller row groups "
-            "(`write.parquet.row-group-size-bytes`) help deletes clustered in the file (by key "
-            "or time); scattered ones hit every row group, and reading only the pages that hold "
-            "them needs the Parquet page index, which pyarrow does not expose.",
-            "- **Join views after scattered deletes** (`ivm/key_ranges.py`): one `BETWEEN` over "
-            "the keys of a scattered change spans the table, so no file is pruned (Iceberg "
-            "prunes with an `IN` of at most 200 values). Several ranges would let Parquet skip "
-            "row groups of sources sorted by the join key (tpchgen's are), given small row "
-            "groups.", ""]
+            "- **Cold deletes** (`lakehouse/sources/iceberg_positions.py`): the first delete "
+            "after the refresher starts decodes every row group holding a deleted row (with "
+            "Spark's default 128 MB row groups, nearly the whole table for a scattered delete); "
+            "later ones read the decoded columns from `lakehouse/sources/column_cache.py`, "
+            "bounded by `column_cache_bytes`. A source larger than the budget pays the decoding "
+            "on every delete; reading only the pages holding deleted rows needs the Parquet "
+            "page index, which pyarrow does not expose.",
+            "- **Metadata round trips**: a join view's tick loads each source's metadata from "
+            "the catalog several times (current version, change feed, schema check, sinks) and "
+            "plans each partner read from the manifests again; one load and one plan per "
+            "source and tick would remove most of what remains of a small change's refresh "
+            "(section *Profiles*).", ""]
