@@ -18,8 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from cachetools import LRUCache
 
-ColumnKey = tuple[str, int, str]
-"""A data file's path, a row group's index in it, a top-level column's name in the file."""
+DataFileKey = tuple[str, int]
+"""A data file's path and size in bytes (a path rewritten in place would change size)."""
+
+ColumnKey = tuple[DataFileKey, int, str]
+"""A data file, a row group's index in it, a top-level column's name in the file."""
 
 
 class ColumnCache:
@@ -46,13 +49,13 @@ class ColumnCache:
         """Bytes of the columns kept now."""
         return int(self._columns.currsize) if self.max_bytes else 0
 
-    def read_row_groups(self, parquet: pq.ParquetFile, path: str, groups: Sequence[int],
+    def read_row_groups(self, parquet: pq.ParquetFile, file: DataFileKey, groups: Sequence[int],
                         columns: Sequence[str]) -> pa.Table:
         """Row groups ``groups`` of a data file, only ``columns``, as ``read_row_groups``.
 
         Args:
             parquet: The open data file.
-            path: Its path: with the row group and column, what the cache keys on.
+            file: Its path and size: with the row group and column, what the cache keys on.
             groups: Row group indexes, in the order wanted.
             columns: Top-level column names in the file.
 
@@ -61,24 +64,25 @@ class ColumnCache:
         """
         if not self.max_bytes:
             return parquet.read_row_groups(list(groups), columns=list(columns))
-        parts = [self._row_group(parquet, path, group, columns) for group in groups]
+        parts = [self._row_group(parquet, file, group, columns) for group in groups]
         if not parts:
             return parquet.schema_arrow.empty_table().select(list(columns))
         return pa.concat_tables(parts)
 
-    def _row_group(self, parquet: pq.ParquetFile, path: str, group: int,
+    def _row_group(self, parquet: pq.ParquetFile, file: DataFileKey, group: int,
                    columns: Sequence[str]) -> pa.Table:
+        """One row group's ``columns``: those kept, the others read (and kept if they fit)."""
         with self._lock:
-            found = {name: self._columns.get((path, group, name)) for name in columns}
-        missing = [name for name, column in found.items() if column is None]
-        self.hits += len(columns) - len(missing)
-        self.misses += len(missing)
+            found = {name: self._columns.get((file, group, name)) for name in columns}
+            missing = [name for name, column in found.items() if column is None]
+            self.hits += len(columns) - len(missing)
+            self.misses += len(missing)
         if missing:
             read = parquet.read_row_group(group, columns=missing)
             with self._lock:
                 for name in missing:
                     column = found[name] = read.column(name)
                     if column.nbytes <= self.max_bytes:
-                        self._columns[(path, group, name)] = column
+                        self._columns[(file, group, name)] = column
         schema = pa.schema([parquet.schema_arrow.field(name) for name in columns])
         return pa.Table.from_arrays([found[name] for name in columns], schema=schema)

@@ -63,7 +63,8 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
         schema: The snapshot's schema: columns are projected onto it by field id, as
             Spark reads the snapshot.
         columns: Columns to read (case-insensitive).
-        keys: Bounds and values by column name; a column with no value matches nothing.
+        keys: Bounds and values by column name; a column with no value matches nothing;
+            no column at all: every live row is read.
         max_rows: None is returned when the data files left after pruning hold more
             rows (before deletes and key lookups).
         cache: Where decoded row groups are kept between ticks (None: nowhere).
@@ -108,13 +109,19 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
 def _matching_positions(table: Table, task: FileScanTask, key_schema: Schema,
                         keys: Mapping[str, KeyValues], deletes: DeleteFiles,
                         cache: ColumnCache | None) -> np.ndarray:
-    """Live positions of the task's data file whose key columns match ``keys`` (sorted)."""
-    key_rows = rows_at(table.metadata, table.io, task.file, None, key_schema, cache)
-    mask = pa.array(np.ones(key_rows.num_rows, np.bool_))
-    names = {name.lower(): name for name in key_rows.column_names}
-    for name, values in keys.items():
-        mask = pc.and_(mask, key_mask(key_rows.column(names[name.lower()]), values))
-    found = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    """Live positions of the task's data file whose key columns match ``keys`` (sorted).
+
+    Without keys (a partner the change does not restrict), every live position.
+    """
+    if keys:
+        key_rows = rows_at(table.metadata, table.io, task.file, None, key_schema, cache)
+        mask = pa.array(np.ones(key_rows.num_rows, np.bool_))
+        names = {name.lower(): name for name in key_rows.column_names}
+        for name, values in keys.items():
+            mask = pc.and_(mask, key_mask(key_rows.column(names[name.lower()]), values))
+        found = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    else:
+        found = np.arange(task.file.record_count, dtype=np.int64)
     gone = deleted_positions(deletes, task.delete_files, task.file.file_path)
     return np.setdiff1d(found, gone, assume_unique=True) if len(gone) else found
 

@@ -163,11 +163,14 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
                                         downcast_ns_timestamp_to_us=downcast,
                                         format_version=metadata.format_version)
         projected = prune_columns(file_schema, _projected_ids(schema), select_full_types=False)
-        names = [c.name for c in projected.columns]
+        # with no column of ``schema`` in the file, one of its columns still counts the rows
+        names = [c.name for c in projected.columns] or parquet.schema_arrow.names[:1]
         if cache is None:
             table = parquet.read_row_groups(groups.tolist(), columns=names)
         else:
-            table = cache.read_row_groups(parquet, data_file.file_path, groups.tolist(), names)
+            table = cache.read_row_groups(parquet, (data_file.file_path,
+                                                    data_file.file_size_in_bytes),
+                                          groups.tolist(), names)
     missing = _get_column_projection_values(
         data_file, schema, metadata.schema(), metadata.specs().get(data_file.spec_id),
         file_schema.field_ids)

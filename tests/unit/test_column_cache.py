@@ -11,6 +11,11 @@ import pytest
 from lakehouse.sources.column_cache import ColumnCache
 
 
+def key(path: Path) -> tuple[str, int]:
+    """The cache's key of a data file: its path and size."""
+    return str(path), path.stat().st_size
+
+
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
     """A Parquet file of three row groups of 1,000 rows: ``id`` int64, ``v`` string."""
@@ -25,14 +30,14 @@ def test_cached_reads_equal_the_files_and_are_kept(data_file: Path) -> None:
     cache = ColumnCache(1 << 20)
     parquet = pq.ParquetFile(data_file)
     for groups, columns in (([2, 0], ["v", "id"]), ([0, 2, 1], ["id"]), ([2, 0], ["v", "id"])):
-        read = cache.read_row_groups(parquet, str(data_file), groups, columns)
+        read = cache.read_row_groups(parquet, key(data_file), groups, columns)
         assert read.equals(parquet.read_row_groups(groups, columns=columns))
         assert read.schema.equals(parquet.read_row_groups(groups, columns=columns).schema,
                                   check_metadata=True)
     # read 4, then 1 (2 kept), then none (4 kept)
     assert (cache.misses, cache.hits) == (5, 6)
     assert 0 < cache.size_bytes <= 1 << 20
-    assert cache.read_row_groups(parquet, str(data_file), [], ["id"]).num_rows == 0
+    assert cache.read_row_groups(parquet, key(data_file), [], ["id"]).num_rows == 0
 
 
 def test_the_budget_bounds_what_is_kept(data_file: Path) -> None:
@@ -40,14 +45,14 @@ def test_the_budget_bounds_what_is_kept(data_file: Path) -> None:
     one_column = parquet.read_row_group(0, columns=["v"]).column("v").nbytes
     cache = ColumnCache(2 * one_column)
     for group in (0, 1, 2):
-        cache.read_row_groups(parquet, str(data_file), [group], ["v"])
+        cache.read_row_groups(parquet, key(data_file), [group], ["v"])
     assert cache.size_bytes <= 2 * one_column
-    cache.read_row_groups(parquet, str(data_file), [0], ["v"])
+    cache.read_row_groups(parquet, key(data_file), [0], ["v"])
     assert cache.hits == 0, "the least recently used group was dropped"
-    cache.read_row_groups(parquet, str(data_file), [2], ["v"])
+    cache.read_row_groups(parquet, key(data_file), [2], ["v"])
     assert cache.hits == 1
     too_small = ColumnCache(one_column // 2)
-    too_small.read_row_groups(parquet, str(data_file), [0], ["v"])
+    too_small.read_row_groups(parquet, key(data_file), [0], ["v"])
     assert too_small.size_bytes == 0, "a column larger than the budget is not kept"
 
 
@@ -55,6 +60,6 @@ def test_a_zero_budget_keeps_nothing(data_file: Path) -> None:
     cache = ColumnCache(0)
     parquet = pq.ParquetFile(data_file)
     for _ in range(2):
-        read = cache.read_row_groups(parquet, str(data_file), [1], ["id", "v"])
+        read = cache.read_row_groups(parquet, key(data_file), [1], ["id", "v"])
         assert read.equals(parquet.read_row_group(1, columns=["id", "v"]))
     assert (cache.hits, cache.size_bytes) == (0, 0)

@@ -1,16 +1,23 @@
-"""Key lookups of partner reads (``lakehouse.sources.iceberg_keys.key_mask``)."""
+"""Partner reads on the driver (``lakehouse.sources.iceberg_keys``) and their key lookups."""
 
 from __future__ import annotations
 
 import datetime
 from decimal import Decimal
+from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import EqualTo
+from pyiceberg.types import LongType
 
 from ivm import KeyValues
-from lakehouse.sources.iceberg_keys import key_mask
+from lakehouse.sources.column_cache import ColumnCache
+from lakehouse.sources.iceberg_keys import key_mask, rows_for_keys
+from lakehouse.sources.iceberg_positions import rows_at
 
 values = st.lists(st.one_of(st.none(), st.integers(-50, 50)), max_size=60)
 
@@ -46,3 +53,28 @@ def test_key_mask_is_empty_without_bounds_and_a_superset_for_values_of_another_t
     assert key_mask(ids, KeyValues(None, None)).to_pylist() == [False, False, False]
     # "x" is no int: the list cannot be checked, the bounds still are
     assert key_mask(ids, KeyValues(2, 3, ("x",))).to_pylist() == [False, True, True]
+
+
+def test_partner_reads_without_keys_and_files_without_the_columns_keep_every_row(
+        tmp_path: Path) -> None:
+    """A partner the change does not restrict is read whole (deletes applied); a data file
+    holding none of the columns read still gives one (null) row per position."""
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=tmp_path.as_uri())
+    catalog.create_namespace("ns")
+    rows = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64())})
+    table = catalog.create_table("ns.t", schema=rows.schema)
+    table.append(rows)
+    table.delete(EqualTo("id", 3))
+    with table.update_schema() as update:
+        update.add_column("later", LongType())
+    table = catalog.load_table("ns.t")
+    version = table.metadata.current_snapshot_id
+    assert version is not None
+    for cache in (None, ColumnCache(1 << 20)):
+        found = rows_for_keys(table, version, table.schema(), ["id"], {}, 100, cache)
+        assert found is not None and sorted(found["id"].to_pylist()) == [1, 2, 4]
+    task = next(iter(table.scan().plan_files()))
+    later = table.schema().select("later")
+    for cache in (None, ColumnCache(1 << 20)):
+        nulls = rows_at(table.metadata, table.io, task.file, np.array([0, 2]), later, cache)
+        assert nulls.to_pylist() == [{"later": None}, {"later": None}]
