@@ -7,10 +7,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
 from ivm import ArrowRead, KeyValues
+from lakehouse.sources.iceberg_keys import key_mask
 from lakehouse.spark.session import build_spark_session
 
 if TYPE_CHECKING:
@@ -24,8 +26,9 @@ FLOAT_DIGITS = 6
 def arrow_reader(new: pa.Table, old: pa.Table | None) -> ArrowRead:
     """Reads a source's rows at ``new`` or ``old`` on the driver, as a source would.
 
-    It returns every row, ignoring the keys (a superset is allowed), so that the
-    evaluator's own restriction and join are what the tests check.
+    It keeps the rows whose key columns match the keys, by the same lookup as an
+    Iceberg source's reads (:func:`lakehouse.sources.iceberg_keys.key_mask`), so that
+    the evaluator's joins are checked against restricted partners as they get them.
     """
     def read(role: str, columns: Sequence[str], keys: Mapping[str, KeyValues],
              max_rows: int) -> pa.Table | None:
@@ -33,7 +36,10 @@ def arrow_reader(new: pa.Table, old: pa.Table | None) -> ArrowRead:
         if table is None:
             return None
         names = {name.lower(): name for name in table.column_names}
-        return table.select([names[c.lower()] for c in columns])
+        mask = pa.array([True] * table.num_rows, pa.bool_())
+        for column, values in keys.items():
+            mask = pc.and_(mask, key_mask(table.column(names[column.lower()]), values))
+        return table.filter(mask).select([names[c.lower()] for c in columns])
     return read
 
 
