@@ -117,39 +117,100 @@ def telescoping_order(names: Sequence[str], changes: Mapping[str, pa.Table]) -> 
 def _term(query: exp.Select, position: int, order: Sequence[int],
           changes: Mapping[str, pa.Table], readers: Mapping[str, ArrowRead | None],
           relation: Relation, max_rows: int) -> pa.Table | None:
-    """One delta term, its partners read restricted to the change's join keys.
+    """One delta term, its partners read restricted to the join keys of known rows.
 
     A term whose change has no row, or no non-null value of a join key, joins nothing:
-    it is empty without reading its partners. The term is evaluated as it is, without
-    :func:`ivm.key_ranges.restricted`'s conditions: its equi-joins with the change imply
-    them, and the reads already applied them.
+    it is empty without reading its partners; so is one whose restricted partner has no
+    row (the partners after it are not read). The term is evaluated as it is, without
+    :func:`ivm.key_ranges.restricted`'s conditions: its equi-joins imply them, and the
+    reads already applied them.
     """
     tables = block_tables(query)
     changed = tables[position]
-    pairs = join_columns(query, changed.alias_or_name)
     change = changes[changed.name]
-    keys = arrow_keys(change, sorted({mine.name for mine, _ in pairs}), change.num_rows) or {}
-    if change.num_rows == 0 or any(k.low is None for k in keys.values()):
+    if change.num_rows == 0:
         return EMPTY
     term = delta_term(query, position, relation, order)
     rank = {table: index for index, table in enumerate(order)}
+    known = {changed.alias_or_name: change}
     relations = {relation("delta", changed.name): change}
-    for other, table in enumerate(tables):
-        if other == position:
-            continue
+    for other in _read_order(query, position):
+        table = tables[other]
+        restriction = _restriction(query, table.alias_or_name, known)
         read = readers.get(table.name)
+        if restriction is None:
+            return EMPTY
         if read is None:
             return None
         role = "new" if rank[other] < rank[position] else "old"
-        alias = table.alias_or_name
-        restriction = {theirs.name: keys[mine.name] for mine, theirs in pairs
-                       if theirs.table == alias and mine.name in keys
-                       and comparable(mine, theirs)}
-        rows = read(role, _columns(term, alias), restriction, max_rows)
+        rows = read(role, _columns(term, table.alias_or_name), restriction, max_rows)
         if rows is None:
             return None
-        relations[relation(role, table.name)] = rows
+        if rows.num_rows == 0:
+            return EMPTY
+        known[table.alias_or_name] = relations[relation(role, table.name)] = rows
     return arrow_eval.evaluate(term, relations)
+
+
+def _read_order(query: exp.Select, position: int) -> list[int]:
+    """The other tables' positions, those joined to tables already read first.
+
+    Breadth first over the block's equi-joins from the changed table, so that each
+    partner is read restricted by the keys of the change or of partners read before it
+    (a semi-join reduction: Bernstein and Chiu, "Using Semi-Joins to Solve Relational
+    Queries", JACM 1981); tables joined to none of them come last, in the query's order.
+    """
+    tables = block_tables(query)
+    aliases = [t.alias_or_name for t in tables]
+    done, out = {aliases[position]}, list[int]()
+    while len(out) < len(tables) - 1:
+        linked = [i for i, alias in enumerate(aliases) if alias not in done
+                  and any(theirs.table in done for _, theirs in join_columns(query, alias))]
+        following = linked[0] if linked else next(
+            i for i, alias in enumerate(aliases) if alias not in done)
+        done.add(aliases[following])
+        out.append(following)
+    return out
+
+
+def _restriction(query: exp.Select, alias: str, known: Mapping[str, pa.Table]
+                 ) -> dict[str, KeyValues] | None:
+    """The keys to read table ``alias`` with: the values of known rows it equi-joins with.
+
+    By column of ``alias``; when several known tables restrict one column, the one
+    listing the fewest values.
+
+    Returns:
+        The restriction (empty: read every row); None when a known relation has no
+        non-null value of a joined column, so the term joins nothing.
+    """
+    found: dict[str, KeyValues] = {}
+    for mine, theirs in join_columns(query, alias):
+        rows = known.get(theirs.table)
+        name = _column_name(rows, theirs.name) if rows is not None else None
+        if rows is None or name is None or not comparable(theirs, mine):
+            continue
+        keys = arrow_keys(rows, [name], rows.num_rows)
+        if keys is None:
+            continue
+        values = keys[name]
+        if values.low is None:
+            return None
+        if _listed(values) < _listed(found.get(mine.name)):
+            found[mine.name] = values
+    return found
+
+
+def _listed(values: KeyValues | None) -> float:
+    """How many values a key lists (unlisted or absent: unbounded)."""
+    if values is None or values.values is None:
+        return float("inf")
+    return len(values.values)
+
+
+def _column_name(rows: pa.Table, name: str) -> str | None:
+    """The column of ``rows`` named ``name`` case-insensitively (as a read names it)."""
+    return next((c for c in rows.column_names if c.lower() == name.lower()), None)
 
 
 def _columns(term: exp.Select, alias: str) -> list[str]:
