@@ -12,17 +12,22 @@ it takes: the cost then follows the change, as long as the columns fit the budge
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from cachetools import LRUCache
+
+from lakehouse.sources.key_index import KeyIndex
 
 DataFileKey = tuple[str, int]
 """A data file's path and size in bytes (a path rewritten in place would change size)."""
 
 ColumnKey = tuple[DataFileKey, int, str]
 """A data file, a row group's index in it, a top-level column's name in the file."""
+
+IndexKey = tuple[DataFileKey, str, int]
+"""A data file, ``"key index"``, the indexed column's Iceberg field id."""
 
 
 class ColumnCache:
@@ -38,8 +43,8 @@ class ColumnCache:
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self._columns: LRUCache[ColumnKey, pa.ChunkedArray] = LRUCache(
-            maxsize=max(max_bytes, 1), getsizeof=lambda column: max(column.nbytes, 1))
+        self._columns: LRUCache[ColumnKey | IndexKey, pa.ChunkedArray | KeyIndex] = LRUCache(
+            maxsize=max(max_bytes, 1), getsizeof=lambda kept: max(kept.nbytes, 1))
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -68,6 +73,33 @@ class ColumnCache:
         if not parts:
             return parquet.schema_arrow.empty_table().select(list(columns))
         return pa.concat_tables(parts)
+
+    def key_index(self, file: DataFileKey, field_id: int,
+                  column: Callable[[], pa.ChunkedArray]) -> KeyIndex | None:
+        """The sorted index of a data file's key column, built once and kept.
+
+        Args:
+            file: The data file's path and size.
+            field_id: The key column's Iceberg field id.
+            column: Reads the whole column (its values at every position of the file),
+                called only when the index is not kept.
+
+        Returns:
+            The index; None when the cache keeps nothing (building one for a single
+            lookup costs more than comparing each value once).
+        """
+        if not self.max_bytes:
+            return None
+        key: IndexKey = (file, "key index", field_id)
+        with self._lock:
+            found = self._columns.get(key)
+        if isinstance(found, KeyIndex):
+            return found
+        index = KeyIndex.build(column())
+        if index.nbytes <= self.max_bytes:
+            with self._lock:
+                self._columns[key] = index
+        return index
 
     def _row_group(self, parquet: pq.ParquetFile, file: DataFileKey, group: int,
                    columns: Sequence[str]) -> pa.Table:

@@ -36,13 +36,14 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.utils.concurrent import ExecutorFactory
 
 from ivm import KeyValues
-from lakehouse.sources.column_cache import ColumnCache
+from lakehouse.sources.column_cache import ColumnCache, DataFileKey
 from lakehouse.sources.iceberg_positions import (
     DeleteFiles,
     deleted_positions,
     read_deletes,
     rows_at,
 )
+from lakehouse.sources.key_index import indexable
 
 FILTER_MAX_VALUES = 200
 """Most values of a key listed in pyiceberg's row filter (an ``IN``), which prunes files by
@@ -115,15 +116,34 @@ def _matching_positions(table: Table, task: FileScanTask, key_schema: Schema,
     """
     if keys:
         key_rows = rows_at(table.metadata, table.io, task.file, None, key_schema, cache)
-        mask = pa.array(np.ones(key_rows.num_rows, np.bool_))
-        names = {name.lower(): name for name in key_rows.column_names}
+        found: np.ndarray | None = None
         for name, values in keys.items():
-            mask = pc.and_(mask, key_mask(key_rows.column(names[name.lower()]), values))
-        found = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+            field = key_schema.find_field(name, case_sensitive=False)
+            matching = _key_positions(key_rows.column(field.name), values, cache,
+                                      (task.file.file_path, task.file.file_size_in_bytes),
+                                      field.field_id)
+            found = matching if found is None else np.intersect1d(found, matching,
+                                                                  assume_unique=True)
+        assert found is not None  # keys is not empty
     else:
         found = np.arange(task.file.record_count, dtype=np.int64)
     gone = deleted_positions(deletes, task.delete_files, task.file.file_path)
     return np.setdiff1d(found, gone, assume_unique=True) if len(gone) else found
+
+
+def _key_positions(column: pa.ChunkedArray, values: KeyValues, cache: ColumnCache | None,
+                   file: DataFileKey, field_id: int) -> np.ndarray:
+    """Sorted positions of ``column`` matching ``values``.
+
+    By the file's kept :class:`.KeyIndex` when the column can have one, else by
+    comparing every value.
+    """
+    if cache is not None and indexable(column.type):
+        index = cache.key_index(file, field_id, lambda: column)
+        found = index.lookup(values) if index is not None else None
+        if found is not None:
+            return found
+    return np.flatnonzero(key_mask(column, values).to_numpy(zero_copy_only=False))
 
 
 def key_mask(column: pa.ChunkedArray, values: KeyValues) -> pa.Array:
