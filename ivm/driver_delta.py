@@ -3,8 +3,9 @@
 Each delta term of the block (:func:`ivm.rewrite.delta_term`: the changed table's
 change feed joined with the other tables at the new or old snapshot) is evaluated by
 :mod:`ivm.arrow_eval` over Arrow tables: the change feed as the source gave it, and each
-partner read by its source on the driver, restricted to the change's join keys (the
-rows :mod:`ivm.key_ranges` restricts the term to, or a superset). Small changes to
+partner read by its source on the driver, restricted to the join keys of the change or
+of the partners read before it (the rows the term's equi-joins can match, or a
+superset). Small changes to
 views over large sources thus run no Spark job, as long as the restricted partners are
 small: a source declines a read of more than ``max_rows`` rows, and Spark evaluates the
 block then.

@@ -88,6 +88,7 @@ def current_frontier(readers: Mapping[str, SourceReader], plan: ViewPlan) -> dic
 def refresh_view(
     view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks,
     states: ViewStates | None = None,
+    committed: Mapping[str, dict[str, int] | None] | None = None,
 ) -> RefreshResult:
     """Bring every sink of ``view`` to the sources' current versions.
 
@@ -98,6 +99,9 @@ def refresh_view(
         sinks: The view's sinks.
         states: Aggregate states kept between ticks (read at the old frontier, updated
             to the new one after the commits); None keeps no state.
+        committed: The sinks' frontiers by kind (:meth:`ViewSinks.frontiers`), when the
+            caller read them already in this tick; None reads them. Each sink's commit
+            still requires the table state it started from.
 
     Raises:
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
@@ -109,7 +113,7 @@ def refresh_view(
         raise NotIncrementalError(plan.reason or "", view=view.name, fragment=plan.root.detail)
     target = current_frontier(readers, plan)
     groups: dict[str, list[str]] = {}
-    for kind, frontier in sinks.frontiers().items():
+    for kind, frontier in (committed if committed is not None else sinks.frontiers()).items():
         if frontier != target:
             groups.setdefault(json.dumps(frontier, sort_keys=True), []).append(kind)
     result = RefreshResult(view.name, "skipped", target)

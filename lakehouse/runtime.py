@@ -193,8 +193,10 @@ class Runtime(AbstractContextManager["Runtime"]):
         started_s = time.time()
         try:
             sinks = self.sinks(view)
-            self.schemas.check(view, sinks)  # SchemaChangedError: the view stops
-            result = refresh_view(view, self.plan(view), self.readers, sinks, self.states)
+            committed = sinks.frontiers()  # read once per tick: each is a catalog round trip
+            self.schemas.check(view, sinks, committed)  # SchemaChangedError: the view stops
+            result = refresh_view(view, self.plan(view), self.readers, sinks, self.states,
+                                  committed)
         except Exception:
             self.metrics.record_failure(view.name)
             raise

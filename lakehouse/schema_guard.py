@@ -221,13 +221,21 @@ class SchemaGuard:
                                                         columns) if c not in found]
         return found
 
-    def check(self, view: ViewConfig, sinks: ViewSinks) -> None:
+    def check(self, view: ViewConfig, sinks: ViewSinks,
+              committed: Mapping[str, Mapping[str, int] | None] | None = None) -> None:
         """Raise if a column ``view`` reads changed since its ``sinks``' frontiers.
+
+        Args:
+            view: The view.
+            sinks: Its sinks.
+            committed: Their frontiers by sink kind, when the caller read them already
+                (:meth:`ViewSinks.frontiers`); None reads them.
 
         Raises:
             SchemaChangedError: Names the view and each source, column and change.
         """
-        frontiers = [f for f in sinks.frontiers().values() if f]
+        found = committed if committed is not None else sinks.frontiers()
+        frontiers = [f for f in found.values() if f]
         if not frontiers:  # nothing built yet: the initial load follows the current schemas
             return
         changes = self.changes(view, frontiers, built_columns(sinks))

@@ -163,7 +163,7 @@ class IcebergSourceReader:
                 at_new.selectExpr(*_aligned(at_new, spark_columns)))))
         if old == new:
             return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], spark_columns)))
-        table = self._table()
+        table = self._table()  # fresh: ``old`` may have been expired since the last load
         chain = lineage(table.metadata, old, new, source=self.name)
         paths: set[str] | None = None
         if chain.snapshots is None:
