@@ -13,7 +13,7 @@ block then.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -135,7 +135,7 @@ def _term(query: exp.Select, position: int, order: Sequence[int],
     rank = {table: index for index, table in enumerate(order)}
     known = {changed.alias_or_name: change}
     relations = {relation("delta", changed.name): change}
-    for other in _read_order(query, position):
+    for other in _read_order(query, position, changes):
         table = tables[other]
         restriction = _restriction(query, table.alias_or_name, known)
         read = readers.get(table.name)
@@ -153,13 +153,18 @@ def _term(query: exp.Select, position: int, order: Sequence[int],
     return arrow_eval.evaluate(term, relations)
 
 
-def _read_order(query: exp.Select, position: int) -> list[int]:
+def _read_order(query: exp.Select, position: int, changes: Collection[str]) -> list[int]:
     """The other tables' positions, those joined to tables already read first.
 
     Breadth first over the block's equi-joins from the changed table, so that each
     partner is read restricted by the keys of the change or of partners read before it
     (a semi-join reduction: Bernstein and Chiu, "Using Semi-Joins to Solve Relational
     Queries", JACM 1981); tables joined to none of them come last, in the query's order.
+    Among the tables joined to those read, changed ones (names in ``changes``) come
+    first: the term reads them on the other side of their own change (see
+    :func:`telescoping_order`), where the rows changed together with this term's (an
+    order's line items, deleted with it) are not, so they often match nothing and end
+    the term before the others are read.
     """
     tables = block_tables(query)
     aliases = [t.alias_or_name for t in tables]
@@ -167,6 +172,7 @@ def _read_order(query: exp.Select, position: int) -> list[int]:
     while len(out) < len(tables) - 1:
         linked = [i for i, alias in enumerate(aliases) if alias not in done
                   and any(theirs.table in done for _, theirs in join_columns(query, alias))]
+        linked.sort(key=lambda i: tables[i].name not in changes)  # stable: query order
         following = linked[0] if linked else next(
             i for i, alias in enumerate(aliases) if alias not in done)
         done.add(aliases[following])

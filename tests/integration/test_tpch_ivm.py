@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,6 +27,7 @@ from ivm import (
     DRIVER_STATE_MAX_ROWS,
     WEIGHT,
     ArrowRead,
+    KeyValues,
     Law,
     PlanNode,
     SourceInput,
@@ -163,17 +165,27 @@ def test_query_text_matches_duckdb(number: int, spark: SparkSession, tpch_temp_v
 
 
 def _inputs(plan: ViewPlan, old: Tables | None, new: Tables, delta: Tables,
-            on_driver: bool = False) -> dict[str, SourceInput]:
+            on_driver: bool = False, reads: list[tuple[str, set[str]]] | None = None
+            ) -> dict[str, SourceInput]:
     """Every table the view reads (subqueries included), as a refresh passes them.
 
     Change feeds come in Arrow too, as sources give them (join keys are read from it).
     With ``on_driver``, the tables can be read on the driver too (collected here, before
-    the tick), so that a tick whose state is there evaluates its block there.
+    the tick), so that a tick whose state is there evaluates its block there; each read
+    is logged in ``reads`` as the source and the key columns it was restricted by.
     """
     def reader(source: str) -> ArrowRead | None:
         if not on_driver:
             return None
-        return arrow_reader(to_arrow(new[source]), None if old is None else to_arrow(old[source]))
+        read = arrow_reader(to_arrow(new[source]),
+                            None if old is None else to_arrow(old[source]))
+
+        def logged(role: str, columns: Sequence[str], keys: Mapping[str, KeyValues],
+                   max_rows: int) -> pa.Table | None:
+            if reads is not None:
+                reads.append((source, set(keys)))
+            return read(role, columns, keys, max_rows)
+        return logged
     return {s: SourceInput(new[s], None if old is None else old[s], delta.get(s),
                            to_arrow(delta[s]) if s in delta else None, reader(s))
             for s in sorted(referenced_sources(plan.sql))}
@@ -202,7 +214,8 @@ def test_incremental_equals_full_recompute(
     kept = loaded.state
     for version in range(1, len(tpch_versions)):
         (old, _), (new, delta) = tpch_versions[version - 1], tpch_versions[version]
-        inputs = _inputs(plan, old, new, delta, on_driver=number % 2 == 1)
+        reads: list[tuple[str, set[str]]] = []
+        inputs = _inputs(plan, old, new, delta, on_driver=number % 2 == 1, reads=reads)
         spark = new["lineitem"].sparkSession
         group = f"tpch-q{number}-batch{version}"
         spark.sparkContext.setJobGroup(group, group)
@@ -211,6 +224,9 @@ def test_incremental_equals_full_recompute(
         spark.sparkContext.setJobGroup("tpch", "tpch")
         if number in DRIVER_EVALUATED:
             assert jobs == [], f"{query.name}: a tick on the driver ran Spark jobs {jobs}"
+            # every table is joined to the others: each read is restricted by the keys of
+            # the change or of the tables read before it (semi-join reduction)
+            assert all(keys for _, keys in reads), (query.name, reads)
         kept = maintained.state
         for row in maintained.rows.collect():
             state[normal_row(tuple(row)[:-1])] += row["_weight"]

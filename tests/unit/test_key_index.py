@@ -32,7 +32,8 @@ def test_lookup_finds_the_positions_a_comparison_of_every_value_finds(
     if presorted:
         values = sorted(v for v in values if v is not None)
     cut = len(values) // chunks
-    parts = [values[i * cut:(i + 1) * cut] for i in range(chunks - 1)] + [values[(chunks - 1) * cut:]]
+    parts = [values[i * cut:(i + 1) * cut] for i in range(chunks - 1)]
+    parts.append(values[(chunks - 1) * cut:])
     column = pa.chunked_array([pa.array(p, pa.int64()) for p in parts], pa.int64())
     keys = _keys(wanted, listed)
     found = KeyIndex.build(column).lookup(keys)
