@@ -21,7 +21,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -31,7 +31,7 @@ from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, projected
 from lakehouse.sources.column_cache import ColumnCache
-from lakehouse.sources.iceberg_feed import arrow_change_feed
+from lakehouse.sources.iceberg_feed import arrow_change_feed, scan_tasks
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_keys import rows_for_keys
 from lakehouse.sources.iceberg_lineage import lineage
@@ -74,6 +74,7 @@ class IcebergSourceReader:
         self.bridge = bridge
         self.cache = cache
         self._snapshots: dict[int, DataFrame] = {}
+        self._tasks: dict[int, dict[str, FileScanTask]] = {}
         self._recent: Table | None = None
 
     def _table(self) -> Table:
@@ -93,6 +94,22 @@ class IcebergSourceReader:
         if recent is not None and recent.metadata.snapshot_by_id(version) is not None:
             return recent
         return self._table()
+
+    def _scan_tasks(self, table: Table, version: int) -> dict[str, FileScanTask]:
+        """Snapshot ``version``'s scan tasks by data file path, planned once.
+
+        A snapshot never changes, and planning reads every manifest of it (about 10 ms
+        for a few manifests): a tick's change feed plans its old and new snapshots and
+        each partner read plans one, and the next tick's old snapshot is this one's new.
+        The last few snapshots planned are kept.
+        """
+        found = self._tasks.pop(version, None)
+        if found is None:
+            found = scan_tasks(table, version)
+        self._tasks[version] = found  # most recently used last
+        while len(self._tasks) > SNAPSHOTS_KEPT:
+            del self._tasks[next(iter(self._tasks))]
+        return found
 
     def identifier_fields(self) -> tuple[str, ...] | None:
         """The table's Iceberg identifier fields (its primary key), or None when it has none.
@@ -177,7 +194,8 @@ class IcebergSourceReader:
         schema = _snapshot_schema(table, new).select(*spark_columns.names)
         if self.bridge is not None and not (_has_equality_deletes(table, old)
                                             or _has_equality_deletes(table, new)):
-            rows = arrow_change_feed(table, old, new, paths, schema, self.cache).rows
+            rows = arrow_change_feed(table, old, new, paths, schema, self.cache,
+                                     lambda version: self._scan_tasks(table, version)).rows
             bridge = self.bridge
 
             def spark_rows() -> DataFrame:
@@ -213,7 +231,8 @@ class IcebergSourceReader:
         if _has_equality_deletes(table, version):
             return None
         schema = _snapshot_schema(table, version)
-        return rows_for_keys(table, version, schema, columns, keys, max_rows, self.cache)
+        return rows_for_keys(table, version, schema, columns, keys, max_rows, self.cache,
+                             self._scan_tasks(table, version).values())
 
     def row_count(self, version: int) -> int:
         """Live rows of snapshot ``version``, from its summary (no data file is read).

@@ -16,6 +16,7 @@ pyiceberg 0.12 does not apply equality deletes: snapshots with any go through Sp
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -47,7 +48,9 @@ class ArrowChangeFeed:
 
 
 def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
-                      schema: Schema, cache: ColumnCache | None = None) -> ArrowChangeFeed:
+                      schema: Schema, cache: ColumnCache | None = None,
+                      planned: Callable[[int], Mapping[str, FileScanTask]] | None = None
+                      ) -> ArrowChangeFeed:
     """The change from snapshot ``old`` to ``new`` of the data files ``paths``.
 
     Args:
@@ -58,11 +61,14 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
         schema: The Iceberg schema rows are projected onto (by field id).
         cache: Where the row groups that deleted positions are read from are kept
             between ticks (None: nowhere).
+        planned: Gives a snapshot's scan tasks by data file path, when the caller keeps
+            them (:func:`scan_tasks` otherwise).
 
     Returns:
         The change as a consolidated Arrow Z-set, and which files were read how.
     """
-    before, after = scan_tasks(table, old), scan_tasks(table, new)
+    plan = planned or (lambda version: scan_tasks(table, version))
+    before, after = plan(old), plan(new)
     candidates = paths if paths is not None else set(before) | set(after)
     kept = sorted(p for p in candidates
                   if p in before and p in after and readable(before[p], after[p]))

@@ -13,7 +13,7 @@ reading the partner at the snapshot without the deleted rows decodes little else
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +28,7 @@ from pyiceberg.expressions import (
     In,
     LessThanOrEqual,
 )
-from pyiceberg.expressions.visitors import bind
+from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator, bind
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import FileFormat
 from pyiceberg.schema import Schema
@@ -55,7 +55,8 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError
 
 def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[str],
                   keys: Mapping[str, KeyValues], max_rows: int,
-                  cache: ColumnCache | None = None) -> pa.Table | None:
+                  cache: ColumnCache | None = None,
+                  planned: Iterable[FileScanTask] | None = None) -> pa.Table | None:
     """The live rows of snapshot ``version`` that may match ``keys``, or None.
 
     Args:
@@ -69,6 +70,8 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
         max_rows: None is returned when the data files left after pruning hold more
             rows (before deletes and key lookups).
         cache: Where decoded row groups are kept between ticks (None: nowhere).
+        planned: Every scan task of the snapshot, when the caller keeps them (pruned
+            here by the keys' bounds); None plans the scan from the manifests.
 
     Returns:
         ``columns`` (Arrow types of pyiceberg's ``schema_to_pyarrow``): every live row
@@ -86,8 +89,7 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
         if not _same_fields(schema, table.schema(), keys):
             return None
         bind(schema, row_filter, case_sensitive=False)
-        scan = table.scan(row_filter=row_filter, snapshot_id=version, case_sensitive=False)
-        tasks = list(scan.plan_files())
+        tasks = _pruned(table, version, row_filter, planned)
     except (ResolveError, ValueError, TypeError):
         return None
     if (sum(task.file.record_count for task in tasks) > max_rows
@@ -105,6 +107,21 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
 
     parts = list(ExecutorFactory.get_or_create().map(read, tasks))
     return pa.concat_tables([target.empty_table(), *parts])
+
+
+def _pruned(table: Table, version: int, row_filter: BooleanExpression,
+            planned: Iterable[FileScanTask] | None) -> list[FileScanTask]:
+    """The scan tasks of snapshot ``version`` whose files may hold rows of ``row_filter``.
+
+    Judged by the data files' column bounds, as pyiceberg's scan planning prunes them
+    (its metrics evaluator, on the table's current schema); ``planned`` saves reading
+    the manifests again.
+    """
+    if planned is None:
+        scan = table.scan(row_filter=row_filter, snapshot_id=version, case_sensitive=False)
+        return list(scan.plan_files())
+    may_match = _InclusiveMetricsEvaluator(table.schema(), row_filter, case_sensitive=False).eval
+    return [task for task in planned if may_match(task.file)]
 
 
 def _matching_positions(table: Table, task: FileScanTask, key_schema: Schema,

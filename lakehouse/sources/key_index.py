@@ -37,12 +37,13 @@ class KeyIndex:
     Attributes:
         column_type: The column's Arrow type (what keys are cast to before a lookup).
         values: The non-null values, sorted (numpy, the column's own dtype).
-        positions: The 0-based row of each value in the column (int64).
+        positions: The 0-based row of each value in the column (int64); None when the
+            column had no null and was sorted already (value ``i`` is at row ``i``).
     """
 
     column_type: pa.DataType
     values: np.ndarray
-    positions: np.ndarray
+    positions: np.ndarray | None
 
     @classmethod
     def build(cls, column: pa.ChunkedArray) -> KeyIndex:
@@ -54,20 +55,22 @@ class KeyIndex:
         if not indexable(column.type):
             raise TypeError(f"a key index needs an integer or date column, not {column.type}")
         array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-        positions = np.arange(len(array), dtype=np.int64)
+        positions = None
         if array.null_count:
-            valid = array.is_valid().to_numpy(zero_copy_only=False)
-            positions, array = positions[valid], array.filter(array.is_valid())
+            valid = array.is_valid()
+            positions = np.flatnonzero(valid.to_numpy(zero_copy_only=False)).astype(np.int64)
+            array = array.filter(valid)
         values = array.to_numpy(zero_copy_only=False)
         if len(values) > 1 and not bool(np.all(values[1:] >= values[:-1])):
             order = np.argsort(values, kind="stable")
-            values, positions = values[order], positions[order]
+            values = values[order]
+            positions = order.astype(np.int64) if positions is None else positions[order]
         return cls(column.type, values, positions)
 
     @property
     def nbytes(self) -> int:
         """Bytes held (what the column cache counts)."""
-        return int(self.values.nbytes + self.positions.nbytes)
+        return int(self.values.nbytes + (0 if self.positions is None else self.positions.nbytes))
 
     def lookup(self, keys: KeyValues) -> np.ndarray | None:
         """Positions whose value lies in the keys' bounds and, when listed, among them.
@@ -93,7 +96,8 @@ class KeyIndex:
             wanted = np.unique(wanted)
             starts = np.searchsorted(self.values, wanted, "left")
             ends = np.searchsorted(self.values, wanted, "right")
-        return np.sort(self.positions[_ranges(starts, ends)])
+        found = _ranges(starts, ends)
+        return found if self.positions is None else np.sort(self.positions[found])
 
     def _cast(self, values: list[object]) -> np.ndarray | None:
         """``values`` as numpy values of the column's dtype; None if they do not cast."""

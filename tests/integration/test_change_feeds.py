@@ -603,6 +603,8 @@ def test_iceberg_rows_for_join_keys_are_the_live_matching_rows(spark, iceberg) -
     assert multiset(r.values() for r in ranged.to_pylist()) == multiset(
         (r["id"], r["v"]) for r in expected)
     assert reader.arrow_rows(new, ["id"], keys, max_rows=10) is None, "over max_rows: declined"
+    # the two files outside the keys' bounds are pruned: 50 rows scanned, not 150
+    assert reader.arrow_rows(new, ["id"], keys, max_rows=60) is not None
     nothing = reader.arrow_rows(new, ["id"], {"id": KeyValues(None, None)}, max_rows=10)
     assert nothing is not None and nothing.num_rows == 0
 
