@@ -5,10 +5,9 @@ change feed joined with the other tables at the new or old snapshot) is evaluate
 :mod:`ivm.arrow_eval` over Arrow tables: the change feed as the source gave it, and each
 partner read by its source on the driver, restricted to the join keys of the change or
 of the partners read before it (the rows the term's equi-joins can match, or a
-superset). Small changes to
-views over large sources thus run no Spark job, as long as the restricted partners are
-small: a source declines a read of more than ``max_rows`` rows, and Spark evaluates the
-block then.
+superset). Small changes to views over large sources thus run no Spark job, as long as
+the restricted partners are small: a source declines a read of more than ``max_rows``
+rows, and Spark evaluates the block then.
 """
 
 from __future__ import annotations
@@ -203,14 +202,14 @@ def _restriction(query: exp.Select, alias: str, known: Mapping[str, pa.Table]
         values = keys[name]
         if values.low is None:
             return None
-        if _listed(values) < _listed(found.get(mine.name)):
+        if mine.name not in found or _listed(values) < _listed(found[mine.name]):
             found[mine.name] = values
     return found
 
 
-def _listed(values: KeyValues | None) -> float:
-    """How many values a key lists (unlisted or absent: unbounded)."""
-    if values is None or values.values is None:
+def _listed(values: KeyValues) -> float:
+    """How many values a key lists (unlisted: unbounded)."""
+    if values.values is None:
         return float("inf")
     return len(values.values)
 

@@ -69,8 +69,9 @@ def _machine(results: dict[str, Any]) -> list[str]:
     lines += _table(["part", "started", "wall s", "load 1/5/15 min before",
                      "load after"], rows)
     lines += ["Every measurement also records the 1-minute load average at its end (column "
-              "*load*). The machine has 2 cores: a load above 2 means other processes (other "
-              "test runs) were competing for them, and times are inflated accordingly.", ""]
+              "*load*). The machine has 2 cores, and the load counts the benchmark's own "
+              "threads: a part running alone shows 2-3; more means other processes (other test "
+              "runs) were competing for the cores, and times are inflated accordingly.", ""]
     return lines
 
 
