@@ -17,6 +17,7 @@ from tests.benchmarks.targets import (
     FIXED_KINDS,
     JOIN_VIEWS,
     QUERIES,
+    compared,
     fixed,
     speedup_goal,
     targets,
@@ -124,17 +125,26 @@ def _growth(sfs: dict[str, Any]) -> list[str]:
 def _scaling(sfs: dict[str, Any]) -> str | None:
     if len(sfs) < 2:
         return None
-    small, big = min(sfs, key=float), max(sfs, key=float)
+    small, big = compared(sfs)
+    parts = _scaling_ratios(sfs, small, big)
+    loads = [statistics.median(_loads(sfs[sf].get("scaling", {})) or [0]) for sf in (small, big)]
+    beyond = [f"SF {sf} / SF {small} = " + ", ".join(_scaling_ratios(sfs, small, sf))
+              for sf in sorted(sfs, key=float) if float(sf) > float(big)]
+    return (f"**Scaling**: the fixed 250-order change refreshes in SF {big} / SF {small} = "
+            + ", ".join(parts) + f" of the time (goal ≤ 1.5×; median load {loads[0]:.1f} at "
+            f"SF {small}, {loads[1]:.1f} at SF {big})"
+            + "".join(f"; {b} (no goal)" for b in beyond) + ".") if parts else None
+
+
+def _scaling_ratios(sfs: dict[str, Any], small: str, big: str) -> list[str]:
+    """``insert 1.06-1.19×`` and ``delete ...``: fixed-change refresh times, ``big`` / ``small``."""
     parts = []
     for kind in FIXED_KINDS:
         pairs = [(fixed(sfs[small], kind, q), fixed(sfs[big], kind, q)) for q in QUERIES]
         ratios = [b / a for a, b in pairs if a and b]
         if ratios:
             parts.append(f"{kind} {_span(ratios, '×', 2)}")
-    loads = [statistics.median(_loads(sfs[sf].get("scaling", {})) or [0]) for sf in (small, big)]
-    return (f"**Scaling**: the fixed 250-order change refreshes in SF {big} / SF {small} = "
-            + ", ".join(parts) + f" of the time (goal ≤ 1.5×; median load {loads[0]:.1f} at "
-            f"SF {small}, {loads[1]:.1f} at SF {big}).") if parts else None
+    return parts
 
 
 def _floor(sfs: dict[str, Any]) -> str | None:
@@ -168,7 +178,7 @@ def _deletes(sfs: dict[str, Any]) -> str | None:
 
 
 def _delete_costs(sfs: dict[str, Any]) -> str | None:
-    big = max(sfs, key=float) if sfs else None
+    big = compared(sfs)[1] if sfs else None
     entry = sfs.get(big, {}) if big else {}
     feeds = {k: [categorize(p["breakdown"], p["s"])["change feeds, snapshots"]
                  for n, p in (entry.get("profile") or {}).items()
@@ -200,7 +210,7 @@ def _delete_costs(sfs: dict[str, Any]) -> str | None:
 
 
 def _profile(sfs: dict[str, Any]) -> str | None:
-    big = max(sfs, key=float) if sfs else None
+    big = compared(sfs)[1] if sfs else None
     profiles = (sfs[big].get("profile") or {}) if big else {}
     parts, totals = [], {}
     for name, prof in profiles.items():
@@ -342,7 +352,7 @@ def _jobs(sfs: dict[str, Any]) -> list[int]:
 
 def _needed(sfs: dict[str, Any]) -> str:
     """What the speed-up target asks of a refresh at the largest scale factor, in seconds."""
-    big = max(sfs, key=float)
+    big = compared(sfs)[1]
     entry = sfs[big]
     small = [b for b in entry.get("batches") or [] if b["fraction"] == 0.001]
     floor = entry.get("floor", {}).get("s")
