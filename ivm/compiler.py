@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
@@ -245,8 +246,12 @@ def _top_node(query: exp.Select, node: PlanNode, key: tuple[str, ...] | None) ->
                     children=(node,))
 
 
-def referenced_sources(sql: str) -> set[str]:
+@lru_cache(maxsize=256)
+def referenced_sources(sql: str) -> frozenset[str]:
     """The names of the tables ``sql`` reads (CTE names excluded).
+
+    Parsed once per SQL text: every tick asks it of its view (its order among views,
+    its schema check), and parsing takes about 10 ms.
 
     Raises:
         SqlParseError: The SQL does not parse.
@@ -255,4 +260,5 @@ def referenced_sources(sql: str) -> set[str]:
         statement = sqlglot.parse_one(sql, dialect="spark")
     except ParseError as error:
         raise SqlParseError(f"SQL does not parse: {error}", fragment=sql) from error
-    return {t.name for t in statement.find_all(exp.Table) if not _is_cte(statement, t.name)}
+    return frozenset(t.name for t in statement.find_all(exp.Table)
+                     if not _is_cte(statement, t.name))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -63,9 +63,11 @@ class SourceInput:
     """What the evaluator reads of one source for one tick.
 
     Attributes:
-        new: The source's rows at the new frontier.
-        old: The source's rows at the old frontier; None when the view has not read
-            the source before (the old snapshot is empty).
+        new: The source's rows at the new frontier, or a function that returns them,
+            called only if a Spark query reads them (a tick evaluated on the driver
+            does not).
+        old: The source's rows at the old frontier (or a function, as ``new``); None
+            when the view has not read the source before (the old snapshot is empty).
         delta: The change feed from old to new as a Z-set (source columns plus
             ``_weight`` int64), or a function that returns it, called only if a Spark
             query reads the change; None when the source did not advance.
@@ -75,13 +77,27 @@ class SourceInput:
         read_arrow: Reads the source's rows at ``new`` or ``old`` on the driver,
             restricted to join keys (:data:`ivm.driver_delta.ArrowRead`), when the caller
             can: a small change to a join view is then evaluated there, without Spark.
+        schema_key: A value equal at two ticks exactly when the source's schema at
+            ``new`` is the same (for an Iceberg table: its uuid and the snapshot's
+            schema id), when the caller knows one: the view's schema analysed at an
+            earlier tick is then reused without resolving ``new``. None: ``new``'s
+            Spark schema is the key.
     """
 
-    new: DataFrame
-    old: DataFrame | None = None
+    new: DataFrame | Callable[[], DataFrame]
+    old: DataFrame | Callable[[], DataFrame] | None = None
     delta: DataFrame | Callable[[], DataFrame] | None = None
     delta_arrow: pa.Table | None = None
     read_arrow: ArrowRead | None = None
+    schema_key: Hashable | None = None
+
+    def frame(self) -> DataFrame:
+        """The source's rows at the new frontier (``new``, called if a function)."""
+        return _frame(self.new)
+
+
+def _frame(rows: DataFrame | Callable[[], DataFrame]) -> DataFrame:
+    return rows if isinstance(rows, DataFrame) else rows()
 
     def __post_init__(self) -> None:
         if callable(self.delta) and not isinstance(self.delta, DataFrame) \
@@ -234,7 +250,7 @@ def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
 class _Scope:
     """The temporary views of one evaluation, dropped when it ends."""
 
-    spark: SparkSession
+    session: Callable[[], SparkSession]
     prefix: str
     changed: set[str]
     arrows: dict[str, pa.Table] = field(default_factory=dict)
@@ -242,6 +258,14 @@ class _Scope:
     registered: list[str] = field(default_factory=list)
     counter: Iterator[int] = field(default_factory=count)
     pending: dict[str, DataFrame | Callable[[], DataFrame]] = field(default_factory=dict)
+
+    @cached_property
+    def spark(self) -> SparkSession:
+        """The Spark session, looked up when a Spark query first runs.
+
+        A tick evaluated on the driver runs none, and the lookup costs py4j calls.
+        """
+        return self.session()
 
     def relation(self, role: str, source: str) -> str:
         """The temp view holding ``source`` at ``role`` (new, old or delta)."""
@@ -283,7 +307,7 @@ class _Scope:
         """Register the pending relations among ``names``."""
         for name in names & set(self.pending):
             frame = self.pending.pop(name)
-            (frame if isinstance(frame, DataFrame) else frame()).createOrReplaceTempView(name)
+            _frame(frame).createOrReplaceTempView(name)
             self.registered.append(name)
 
 
@@ -292,10 +316,12 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope
     missing = [s for s in plan.sources if s not in inputs]
     if missing:
         raise IvmError(f"no input for sources {missing}", view=plan.view)
-    spark = next(iter(inputs.values())).new.sparkSession
+    first = inputs[plan.sources[0]].new if plan.sources else None
+    session = ((lambda: first.sparkSession) if isinstance(first, DataFrame)
+               else SparkSession.active)
     changed = {s for s in plan.sources if inputs[s].delta is not None}
     arrows = {s: inputs[s].delta_arrow for s in changed if inputs[s].delta_arrow is not None}
-    scope = _Scope(spark, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed, arrows,
+    scope = _Scope(session, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed, arrows,
                    {s: inputs[s].read_arrow for s in plan.sources})
     for source in plan.sources:
         state = inputs[source]
@@ -307,11 +333,11 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope
         yield scope
     finally:
         for name in scope.registered:
-            spark.catalog.dropTempView(name)
+            scope.spark.catalog.dropTempView(name)
 
 
-def _no_rows(frame: DataFrame) -> Callable[[], DataFrame]:
-    return lambda: frame.limit(0)
+def _no_rows(rows: DataFrame | Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+    return lambda: _frame(rows).limit(0)
 
 
 def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
@@ -560,15 +586,24 @@ def _view_schema(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput
     """The schema of :func:`_as_written`, analysed once per SQL and source schemas.
 
     Spark's analysis costs tens of milliseconds, a tick on the driver not much more.
+    A source's schema is known by its ``schema_key`` when it has one, which spares
+    resolving its snapshot.
     """
-    key = (plan.original.sql("spark"),
-           tuple(inputs[source].new.schema.json() for source in plan.sources))
+    key = (plan.original_sql,
+           tuple(_schema_key(inputs[source]) for source in plan.sources))
     schema = _VIEW_SCHEMAS.get(key)
     if schema is None:
         schema = _VIEW_SCHEMAS[key] = _as_written(scope, plan).schema
         while len(_VIEW_SCHEMAS) > _VIEW_SCHEMAS_KEPT:
             del _VIEW_SCHEMAS[next(iter(_VIEW_SCHEMAS))]
     return schema
+
+
+def _schema_key(given: SourceInput) -> str:
+    """What identifies a source's schema at the new frontier (see ``schema_key``)."""
+    if given.schema_key is not None:
+        return repr(given.schema_key)
+    return given.frame().schema.json()
 
 
 def _as_written(scope: _Scope, plan: ViewPlan) -> DataFrame:

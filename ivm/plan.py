@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlglot import exp
 
@@ -60,6 +61,11 @@ class ViewPlan:
     reason: str | None
     query: exp.Query = field(repr=False, compare=False)
     original: exp.Query = field(repr=False, compare=False)
+
+    @cached_property
+    def original_sql(self) -> str:
+        """:attr:`original` as Spark SQL (generated once: a tick's cache key)."""
+        return self.original.sql("spark")
 
     @property
     def incremental(self) -> bool:

@@ -138,7 +138,7 @@ def _follow(runtime: Runtime, scheduler: Scheduler, results: list[RefreshResult]
 
 
 def _fresh(runtime: Runtime, view: ViewConfig) -> bool:
-    target = current_frontier(runtime.readers, runtime.plan(view))
+    target = current_frontier(runtime.readers, runtime.plan(view).sources)
     return all(f == target for f in runtime.sinks(view).frontiers().values())
 
 

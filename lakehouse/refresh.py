@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 from pyspark.sql import DataFrame
@@ -79,9 +80,14 @@ class ViewSinks:
         return found
 
 
-def current_frontier(readers: Mapping[str, SourceReader], plan: ViewPlan) -> dict[str, int]:
-    """The newest version of every source of ``plan`` (sources without data omitted)."""
-    versions = {name: readers[name].current_version() for name in plan.sources}
+def current_frontier(readers: Mapping[str, SourceReader], sources: Iterable[str]
+                     ) -> dict[str, int]:
+    """The newest version of each of ``sources`` (those without data omitted).
+
+    A tick's target: each reader loads its table's metadata here, once per tick, and the
+    tick's schema check and change feeds read that same metadata.
+    """
+    versions = {name: readers[name].current_version() for name in sources}
     return {name: version for name, version in versions.items() if version is not None}
 
 
@@ -89,6 +95,7 @@ def refresh_view(
     view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks,
     states: ViewStates | None = None,
     committed: Mapping[str, dict[str, int] | None] | None = None,
+    target: dict[str, int] | None = None,
 ) -> RefreshResult:
     """Bring every sink of ``view`` to the sources' current versions.
 
@@ -102,6 +109,9 @@ def refresh_view(
         committed: The sinks' frontiers by kind (:meth:`ViewSinks.frontiers`), when the
             caller read them already in this tick; None reads them. Each sink's commit
             still requires the table state it started from.
+        target: The sources' versions to refresh to (:func:`current_frontier` of the
+            plan's sources), when the caller read them already in this tick; None reads
+            them.
 
     Raises:
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
@@ -111,7 +121,7 @@ def refresh_view(
     started = time.perf_counter()
     if view.refresh == "incremental" and not plan.incremental:
         raise NotIncrementalError(plan.reason or "", view=view.name, fragment=plan.root.detail)
-    target = current_frontier(readers, plan)
+    target = target if target is not None else current_frontier(readers, plan.sources)
     groups: dict[str, list[str]] = {}
     for kind, frontier in (committed if committed is not None else sinks.frontiers()).items():
         if frontier != target:
@@ -230,13 +240,14 @@ def _inputs(
         changed = after is not None and before != after
         feed = (reader.change_feed(before, after, used[name] or None)
                 if changed and after is not None else None)
-        inputs[name] = SourceInput(
-            new=reader.snapshot(after),
-            old=reader.snapshot(before) if before is not None else None,
+        inputs[name] = SourceInput(  # snapshots resolved in Spark only if a query reads them
+            new=partial(reader.snapshot, after),
+            old=partial(reader.snapshot, before) if before is not None else None,
             delta=_delta(feed),
             delta_arrow=feed.arrow if feed is not None else None,
             read_arrow=(TickReads(reader, before, after)
                         if before is not None and after is not None else None),
+            schema_key=reader.schema_key(after) if after is not None else None,
         )
     return inputs
 

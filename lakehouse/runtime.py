@@ -11,6 +11,7 @@ from types import TracebackType
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import SparkSession
 
 from catalog_api import CatalogSettings
@@ -19,14 +20,16 @@ from ivm import SourceInput, ViewPlan, recompute, referenced_sources
 from lakehouse.catalog_client import catalog_answers, register_delta_copy
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
+from lakehouse.errors import SourceError
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns
 from lakehouse.sources.arrow_bridge import ArrowBridge
-from lakehouse.sources.base import SourceReader
+from lakehouse.sources.base import SourceReader, pinned
 from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
+from lakehouse.sources.manifest_cache import ManifestCache
 from lakehouse.spark.arrow import to_arrow
 from lakehouse.spark.session import build_spark_session
 from lakehouse.view_state import ViewStates
@@ -81,12 +84,13 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.scratch_dir = config.warehouse_path / "_scratch"
         self.bridge = ArrowBridge(self.spark, self.scratch_dir)
         self.column_cache = ColumnCache(config.column_cache_bytes)
+        self.manifest_cache = ManifestCache()
         self.readers: dict[str, SourceReader] = {
             name: self._reader(name, source) for name, source in config.sources.items()
         }
         self._plans: dict[str, ViewPlan] = {}
         self._refresh_states: dict[str, RefreshStates] = {}
-        self.schemas = SchemaGuard(config, self.catalog)
+        self.schemas = SchemaGuard(config, self.catalog, iceberg_metadata=self._metadata)
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
         self.states = ViewStates()
@@ -100,7 +104,17 @@ class Runtime(AbstractContextManager["Runtime"]):
             identifier, ref = source.iceberg, source.ref
         return IcebergSourceReader(self.spark, self.catalog, self.config.spark.catalog_name,
                                    name, identifier, ref=ref, bridge=self.bridge,
-                                   cache=self.column_cache)
+                                   cache=self.column_cache, manifests=self.manifest_cache)
+
+    def _metadata(self, name: str) -> TableMetadata:
+        """Iceberg source ``name``'s current metadata, as its reader has it.
+
+        During a tick, the metadata the tick pinned: no catalog round trip.
+        """
+        reader = self.readers[name]
+        if not isinstance(reader, IcebergSourceReader):
+            raise SourceError("not an Iceberg table", source=name)
+        return reader.metadata()
 
     def plan(self, view: ViewConfig) -> ViewPlan:
         """The compiled plan of ``view``, compiled once.
@@ -163,7 +177,7 @@ class Runtime(AbstractContextManager["Runtime"]):
             The view's rows as Arrow (the view's columns).
         """
         plan = self.plan(view)
-        frontier = current_frontier(self.readers, plan)
+        frontier = current_frontier(self.readers, plan.sources)
         inputs = {s: SourceInput(self.readers[s].snapshot(frontier.get(s))) for s in plan.sources}
         return to_arrow(recompute(plan, inputs))
 
@@ -191,12 +205,15 @@ class Runtime(AbstractContextManager["Runtime"]):
 
     def _refresh_one(self, view: ViewConfig) -> RefreshResult:
         started_s = time.time()
-        try:
-            sinks = self.sinks(view)
-            committed = sinks.frontiers()  # read once per tick: each is a catalog round trip
-            self.schemas.check(view, sinks, committed)  # SchemaChangedError: the view stops
-            result = refresh_view(view, self.plan(view), self.readers, sinks, self.states,
-                                  committed)
+        try:  # the tick loads each source's metadata from the catalog once
+            sources = self._sources(view)
+            with pinned(self.readers[name] for name in sources):
+                sinks = self.sinks(view)
+                committed = sinks.frontiers()  # read once per tick: a catalog round trip each
+                target = current_frontier(self.readers, sources)
+                self.schemas.check(view, sinks, committed)  # SchemaChangedError: view stops
+                result = refresh_view(view, self.plan(view), self.readers, sinks, self.states,
+                                      committed, target)
         except Exception:
             self.metrics.record_failure(view.name)
             raise
@@ -210,6 +227,12 @@ class Runtime(AbstractContextManager["Runtime"]):
             register_delta_copy(self.config.catalog_uri, view.name, location)
             self._listed_delta_copies.add(view.name)
         return result
+
+    def _sources(self, view: ViewConfig) -> list[str]:
+        """The sources ``view`` reads (those its plan has, once compiled)."""
+        if view.name in self._plans:
+            return list(self._plans[view.name].sources)
+        return sorted(referenced_sources(view.sql) & set(self.readers))
 
     def close(self) -> None:
         """Stop Spark and the embedded catalog; remove scratch files."""

@@ -15,7 +15,7 @@ Only table metadata is read (pyiceberg, delta-rs): no Spark job, no data file.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,9 +23,10 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table.metadata import TableMetadata
 
 from ivm import SqlParseError, ViewPlan, compile_view, referenced_sources, used_columns
-from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
+from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig, ViewSource
 from lakehouse.errors import LakehouseError, RefreshError, SchemaChangedError, SourceError
 from lakehouse.refresh import ViewSinks
 from lakehouse.sources.schema import SourceSchema, delta_schema, iceberg_schema
@@ -98,11 +99,17 @@ class SchemaGuard:
     Args:
         config: The configuration (source kinds and locations).
         catalog: The REST catalog through pyiceberg.
+        iceberg_metadata: Returns the current metadata of an Iceberg source by its name
+            in the config; by default it is loaded from ``catalog``. A tick passes the
+            metadata its sources' readers loaded for it, so that the check costs no
+            catalog round trip.
     """
 
-    def __init__(self, config: Config, catalog: Catalog):
+    def __init__(self, config: Config, catalog: Catalog, *,
+                 iceberg_metadata: Callable[[str], TableMetadata] | None = None):
         self.config = config
         self.catalog = catalog
+        self._iceberg_metadata = iceberg_metadata or self._load_metadata
         self._past: dict[tuple[str, int], SourceSchema | None] = {}
         self._plans: dict[str, tuple[str, ViewPlan]] = {}
 
@@ -124,10 +131,17 @@ class SchemaGuard:
         try:
             if isinstance(source, DeltaSource):
                 return delta_schema(DeltaTable(source.delta, version=version))
-            identifier = source.iceberg if isinstance(source, IcebergSource) else source.view
-            return iceberg_schema(self.catalog.load_table(identifier).metadata, version)
-        except (DeltaError, NoSuchTableError, OSError):
+            return iceberg_schema(self._iceberg_metadata(name), version)
+        except (DeltaError, NoSuchTableError, OSError, SourceError):
             return None
+
+    def _load_metadata(self, name: str) -> TableMetadata:
+        source = self.config.sources[name]
+        if isinstance(source, IcebergSource):
+            return self.catalog.load_table(source.iceberg).metadata
+        if isinstance(source, ViewSource):
+            return self.catalog.load_table(source.view).metadata
+        raise SourceError("not an Iceberg table", source=name)
 
     def compile_schemas(
         self, view: ViewConfig, frontier: Mapping[str, int] | None
@@ -258,11 +272,9 @@ class SchemaGuard:
 def built_columns(sinks: ViewSinks) -> list[str] | None:
     """The columns of a view's sink tables (Iceberg first), or None before they exist."""
     if sinks.iceberg is not None:
-        try:
-            return [f.name for f in sinks.iceberg.catalog.load_table(
-                sinks.iceberg.identifier).schema().fields]
-        except NoSuchTableError:
-            pass
+        table = sinks.iceberg.table()
+        if table is not None:
+            return [f.name for f in table.schema().fields]
     if sinks.delta is not None:
         try:
             return [f.name for f in DeltaTable(sinks.delta.uri,

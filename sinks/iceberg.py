@@ -112,6 +112,13 @@ class IcebergSink:
             return None
         return decode_frontier(snapshot.summary.additional_properties.get(FRONTIER_KEY))
 
+    def table(self) -> Table | None:
+        """The table as :meth:`frontier` read it (read now if it was not); None if absent."""
+        if self._base is None:
+            self.frontier()
+        assert self._base is not None
+        return self._base.table
+
     def ensure_table(self, schema: StructType | pa.Schema) -> None:
         """Create the namespace and the table (Iceberg v2, every column optional) if absent.
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -78,8 +87,20 @@ class SourceReader(Protocol):
         """The newest committed version, or None when the table has none yet."""
         ...
 
+    def pinned(self) -> AbstractContextManager[None]:
+        """Within, the reader reads the table's current metadata once (a tick's view of it)."""
+        ...
+
     def snapshot(self, version: int | None) -> DataFrame:
         """The table's rows at ``version`` (empty, with the current schema, for None)."""
+        ...
+
+    def schema_key(self, version: int) -> Hashable:
+        """A value equal for two versions exactly when the table's schema is the same.
+
+        Read from metadata: a tick keys the view's analysed schema by it instead of
+        resolving the snapshot in Spark (``ivm.SourceInput.schema_key``).
+        """
         ...
 
     def change_feed(self, old: int | None, new: int,
@@ -109,6 +130,15 @@ class SourceReader(Protocol):
         the metadata cannot count (Iceberg equality deletes, Delta deletion vectors).
         """
         ...
+
+
+@contextmanager
+def pinned(readers: Iterable[SourceReader]) -> Iterator[None]:
+    """Pin every reader's metadata for one tick (:meth:`SourceReader.pinned`)."""
+    with ExitStack() as stack:
+        for reader in readers:
+            stack.enter_context(reader.pinned())
+        yield
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,6 +64,10 @@ class DeltaSourceReader:
         """The table's newest version."""
         return self._table().version()
 
+    def pinned(self) -> AbstractContextManager[None]:
+        """Nothing to pin: a Delta table's log is read from storage, not from a catalog."""
+        return nullcontext()
+
     def snapshot(self, version: int | None) -> DataFrame:
         """The table's rows at ``version`` (empty with the current schema for None)."""
         if version is None:
@@ -70,6 +75,14 @@ class DeltaSourceReader:
             return self.bridge.to_spark(schema.empty_table())
         table = self._table(version)
         return self.bridge.to_spark(pa.table(table.to_pyarrow_table()))
+
+    def schema_key(self, version: int) -> Hashable:
+        """The table's location and its schema at ``version`` (read from its log).
+
+        Raises:
+            SourceError: The table or ``version`` does not exist.
+        """
+        return (self.uri, self._table(version).schema().to_json())
 
     def change_feed(self, old: int | None, new: int,
                     columns: Collection[str] | None = None) -> ChangeFeed:

@@ -13,7 +13,8 @@ only for merge-on-read deletes, a row-hash difference otherwise) and Spark gets 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -22,6 +23,7 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -35,6 +37,7 @@ from lakehouse.sources.iceberg_feed import arrow_change_feed, scan_tasks
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_keys import rows_for_keys
 from lakehouse.sources.iceberg_lineage import lineage
+from lakehouse.sources.manifest_cache import ManifestCache
 from lakehouse.sources.row_counts import iceberg_row_count
 
 log = logging.getLogger(__name__)
@@ -58,12 +61,14 @@ class IcebergSourceReader:
             the ``_file`` metadata column (exact, but reads every file).
         cache: Decoded row groups of data files kept between ticks, shared by the
             readers of a pipeline (None: none kept).
+        manifests: Decoded manifest entries kept between ticks, shared likewise (None:
+            every plan decodes its manifests).
     """
 
     def __init__(
         self, spark: SparkSession, catalog: Catalog, catalog_name: str, name: str, identifier: str,
         *, ref: str = "main", bridge: ArrowBridge | None = None,
-        cache: ColumnCache | None = None,
+        cache: ColumnCache | None = None, manifests: ManifestCache | None = None,
     ):
         self.spark = spark
         self.catalog = catalog
@@ -73,15 +78,21 @@ class IcebergSourceReader:
         self.ref = ref
         self.bridge = bridge
         self.cache = cache
+        self.manifests = manifests
         self._snapshots: dict[int, DataFrame] = {}
         self._tasks: dict[int, dict[str, FileScanTask]] = {}
         self._recent: Table | None = None
+        self._pins, self._pin_loaded = 0, False
 
     def _table(self) -> Table:
+        """The table's current metadata: loaded now, or once while :meth:`pinned`."""
+        if self._pins and self._pin_loaded and self._recent is not None:
+            return self._recent
         try:
             self._recent = self.catalog.load_table(self.identifier)
         except NoSuchTableError:
             raise SourceError(f"no Iceberg table {self.identifier!r}", source=self.name) from None
+        self._pin_loaded = self._pins > 0
         return self._recent
 
     def _table_with(self, version: int) -> Table:
@@ -105,7 +116,7 @@ class IcebergSourceReader:
         """
         found = self._tasks.pop(version, None)
         if found is None:
-            found = scan_tasks(table, version)
+            found = scan_tasks(table, version, self.manifests)
         self._tasks[version] = found  # most recently used last
         while len(self._tasks) > SNAPSHOTS_KEPT:
             del self._tasks[next(iter(self._tasks))]
@@ -120,6 +131,30 @@ class IcebergSourceReader:
         schema = self._table().schema()
         names = [schema.find_column_name(i) for i in sorted(schema.identifier_field_ids)]
         return tuple(n for n in names if n is not None) or None
+
+    def metadata(self) -> TableMetadata:
+        """The table's current metadata (loaded once while :meth:`pinned`).
+
+        Raises:
+            SourceError: The table does not exist.
+        """
+        return self._table().metadata
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within, the table's metadata is loaded from the catalog once, on first use.
+
+        A tick reads its sources' current versions, checks their schemas, plans scans
+        and computes change feeds from the same metadata, instead of a catalog round
+        trip (and a parse of the metadata) for each.
+        """
+        if not self._pins:
+            self._pin_loaded = False
+        self._pins += 1
+        try:
+            yield
+        finally:
+            self._pins -= 1
 
     def current_version(self) -> int | None:
         """The snapshot id at the head of the reader's ref (None when the table has none).
@@ -152,6 +187,18 @@ class IcebergSourceReader:
             del self._snapshots[next(iter(self._snapshots))]
         return frame
 
+    def schema_key(self, version: int) -> Hashable:
+        """The table's uuid and the id of the schema snapshot ``version`` was written with.
+
+        Raises:
+            SourceError: The table does not exist.
+        """
+        table = self._table_with(version)
+        snapshot = table.metadata.snapshot_by_id(version)
+        if snapshot is not None and snapshot.schema_id is not None:
+            return (str(table.metadata.table_uuid), snapshot.schema_id)
+        return (str(table.metadata.table_uuid), _snapshot_schema(table, version).model_dump_json())
+
     def change_feed(self, old: int | None, new: int,
                     columns: Collection[str] | None = None) -> ChangeFeed:
         """The change between two snapshots as a consolidated Z-set.
@@ -171,40 +218,53 @@ class IcebergSourceReader:
             SnapshotExpiredError: ``old`` was expired; only a full refresh can catch up.
             SourceError: The table or ``new`` does not exist.
         """
-        at_new = self.snapshot(new)
-        full = at_new.schema
-        kept = set(projected(full.names, columns))
-        spark_columns = StructType([f for f in full.fields if f.name in kept])
-        if old is None:
-            return ChangeFeed.of(consolidate(with_weight(
-                at_new.selectExpr(*_aligned(at_new, spark_columns)))))
-        if old == new:
-            return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], spark_columns)))
-        table = self._table()  # fresh: ``old`` may have been expired since the last load
+        if old is None or old == new:
+            return self._whole_or_empty(old, new, columns)
+        table = self._table()  # fresh (once per tick): ``old`` may have been expired since
         chain = lineage(table.metadata, old, new, source=self.name)
+        at_new = _snapshot_schema(table, new)
+        names = projected([f.name for f in at_new.fields], columns)
         paths: set[str] | None = None
         if chain.snapshots is None:
             log.warning("source %r: %s; comparing whole snapshots %s and %s (reads the table "
                         "twice)", self.name, chain.reason, old, new)
         else:
-            paths = changed_files(table.metadata, table.io, chain.snapshots).paths
+            paths = changed_files(table.metadata, table.io, chain.snapshots,
+                                  self.manifests).paths
             if not paths:
-                return ChangeFeed.empty(
-                    with_weight(self.spark.createDataFrame([], spark_columns)))
-        schema = _snapshot_schema(table, new).select(*spark_columns.names)
+                return self._whole_or_empty(new, new, columns)
+        schema = at_new.select(*names)
         if self.bridge is not None and not (_has_equality_deletes(table, old)
                                             or _has_equality_deletes(table, new)):
             rows = arrow_change_feed(table, old, new, paths, schema, self.cache,
                                      lambda version: self._scan_tasks(table, version)).rows
             bridge = self.bridge
 
-            def spark_rows() -> DataFrame:
+            def spark_rows() -> DataFrame:  # resolves the snapshot only if Spark reads it
                 frame = bridge.to_spark(rows)
-                return frame.selectExpr(*_aligned(frame, spark_columns), WEIGHT)
+                return frame.selectExpr(*_aligned(frame, self._spark_columns(new, names)),
+                                        WEIGHT)
             return ChangeFeed(spark_rows, rows)
+        spark_columns = self._spark_columns(new, names)
         added = with_weight(self._rows(table, new, paths, spark_columns, schema), 1)
         removed = with_weight(self._rows(table, old, paths, spark_columns, schema), -1)
         return ChangeFeed.of(consolidate(added.unionByName(removed)))
+
+    def _spark_columns(self, version: int, names: Sequence[str]) -> StructType:
+        """The Spark fields ``names`` of snapshot ``version`` (resolved in Spark)."""
+        kept = set(names)
+        return StructType([f for f in self.snapshot(version).schema.fields if f.name in kept])
+
+    def _whole_or_empty(self, old: int | None, new: int,
+                        columns: Collection[str] | None) -> ChangeFeed:
+        """The change from nothing to ``new`` (``old`` None: every row, weight 1), or none."""
+        at_new = self.snapshot(new)
+        spark_columns = StructType([f for f in at_new.schema.fields
+                                    if f.name in set(projected(at_new.schema.names, columns))])
+        if old is None:
+            return ChangeFeed.of(consolidate(with_weight(
+                at_new.selectExpr(*_aligned(at_new, spark_columns)))))
+        return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], spark_columns)))
 
     def _rows(self, table: Table, version: int, paths: set[str] | None, columns: StructType,
               schema: Schema) -> DataFrame:

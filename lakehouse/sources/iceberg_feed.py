@@ -28,6 +28,7 @@ from pyiceberg.table import FileScanTask, Table
 from lakehouse.sources.arrow_diff import consolidate, difference
 from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_positions import position_changes, readable
+from lakehouse.sources.manifest_cache import ManifestCache
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,12 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
     return ArrowChangeFeed(rows, kept, whole)
 
 
-def scan_tasks(table: Table, version: int) -> dict[str, FileScanTask]:
-    """The scan tasks of snapshot ``version`` by data file path (delete files attached)."""
-    return {task.file.file_path: task
-            for task in table.scan(snapshot_id=version).plan_files()}
+def scan_tasks(table: Table, version: int,
+               manifests: ManifestCache | None = None) -> dict[str, FileScanTask]:
+    """The scan tasks of snapshot ``version`` by data file path (delete files attached).
+
+    Planned from the manifest entries ``manifests`` keeps, when given.
+    """
+    tasks = (manifests.plan_files(table, version) if manifests is not None
+             else table.scan(snapshot_id=version).plan_files())
+    return {task.file.file_path: task for task in tasks}

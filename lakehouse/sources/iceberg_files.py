@@ -33,6 +33,8 @@ from pyiceberg.manifest import (
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot
 
+from lakehouse.sources.manifest_cache import ManifestCache
+
 # Field id of ``file_path`` in position delete files (Iceberg spec, "Position Delete Files").
 POSITION_FILE_PATH_ID = 2147483546
 
@@ -49,13 +51,16 @@ class ChangedFiles:
     paths: set[str]
 
 
-def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot]) -> ChangedFiles:
+def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot],
+                  manifests: ManifestCache | None = None) -> ChangedFiles:
     """The data files whose rows ``snapshots`` (a parent chain, oldest first) changed.
 
     Args:
         metadata: The table's metadata (for the parents' manifests).
         io: The table's FileIO (reads manifests and, when needed, position delete files).
         snapshots: The snapshots after the old version up to the new one, oldest first.
+        manifests: Where manifest entries are read from and kept, if anywhere (the
+            planning of the new snapshot reads the same manifests next).
 
     Returns:
         The changed data files, closed over the replace snapshots they touch.
@@ -63,7 +68,7 @@ def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot]
     result = ChangedFiles(set())
     groups: list[set[str]] = []  # files of each replace snapshot
     for snapshot in snapshots:
-        entries = _own_entries(io, snapshot)
+        entries = _own_entries(io, snapshot, manifests)
         if _operation(snapshot) == Operation.REPLACE:
             groups.append({e.data_file.file_path for e in entries})
             continue
@@ -77,13 +82,16 @@ def _operation(snapshot: Snapshot) -> Operation | None:
     return snapshot.summary.operation if snapshot.summary is not None else None
 
 
-def _own_entries(io: FileIO, snapshot: Snapshot) -> list[ManifestEntry]:
+def _own_entries(io: FileIO, snapshot: Snapshot, manifests: ManifestCache | None
+                 ) -> list[ManifestEntry]:
     """The manifest entries ``snapshot`` added or deleted (not the ones it carried over)."""
     entries = []
     for manifest in snapshot.manifests(io):
         if manifest.added_snapshot_id != snapshot.snapshot_id:
             continue
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+        for entry in (manifests.entries(io, manifest, discard_deleted=False)
+                      if manifests is not None
+                      else manifest.fetch_manifest_entry(io, discard_deleted=False)):
             if entry.snapshot_id == snapshot.snapshot_id and entry.status in (
                     ManifestEntryStatus.ADDED, ManifestEntryStatus.DELETED):
                 entries.append(entry)

@@ -48,7 +48,7 @@ class CrossoverBench(TpchBench):
     def share(self, query: str, rows_in: int) -> dict[str, Any]:
         """The change's share as ``auto`` computes it, at the sources' current versions."""
         view = self.view(query, "incremental")
-        frontier = current_frontier(self.runtime.readers, self.runtime.plan(view))
+        frontier = current_frontier(self.runtime.readers, self.runtime.plan(view).sources)
         input_rows = sum(self.runtime.readers[name].row_count(version)
                          for name, version in frontier.items())
         return {"change_rows": rows_in, "input_rows": input_rows,

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.expressions import EqualTo
+from pyiceberg.expressions import AlwaysTrue, EqualTo
 from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
@@ -30,7 +30,7 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import Record, TableVersion
@@ -48,6 +48,7 @@ from lakehouse.sources.iceberg_feed import ArrowChangeFeed, arrow_change_feed, s
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_lineage import lineage
 from lakehouse.sources.iceberg_positions import position_changes
+from lakehouse.sources.manifest_cache import ManifestCache
 from tests.conftest import multiset, normal_row
 
 pytestmark = pytest.mark.spark
@@ -110,8 +111,9 @@ def iceberg(spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: s
     """A factory: create a table ``lakehouse.<ns>.<name>`` and readers for it.
 
     The first reader reads changed files with pyiceberg, keeping decoded columns in a
-    1 MiB cache (so repeated checks read them from it); with ``spark_reader`` a second one
-    reads them with Spark (``_file`` filter).
+    1 MiB cache (so repeated checks read them from it) and manifest entries in another
+    (so its snapshots are planned from them); with ``spark_reader`` a second one reads
+    them with Spark (``_file`` filter).
     """
 
     def create(name: str, mode: str = "copy-on-write", partitioned: bool = False,
@@ -127,7 +129,7 @@ def iceberg(spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: s
         bridge = ArrowBridge(spark, tmp_path / "scratch")
         readers = [
             IcebergSourceReader(spark, rest_catalog, "lakehouse", name, identifier, bridge=bridge,
-                                cache=ColumnCache(1 << 20)),
+                                cache=ColumnCache(1 << 20), manifests=ManifestCache()),
         ]
         if spark_reader:
             readers.append(IcebergSourceReader(spark, rest_catalog, "lakehouse", name, identifier))
@@ -209,6 +211,36 @@ def test_iceberg_overwrites_by_spark_and_pyiceberg(spark, iceberg, rest_catalog)
     # delete rewriting a file (an overwrite).
     assert operations == ["append", "overwrite", "overwrite", "append", "overwrite"]
     Exact(*readers).steps(versions)
+
+
+def _plan(tasks: Sequence[FileScanTask]) -> dict[str, list[str]]:
+    return {t.file.file_path: sorted(d.file_path for d in t.delete_files) for t in tasks}
+
+
+def test_manifest_cache_plans_as_pyiceberg(spark, iceberg) -> None:
+    """Planned from kept entries, every snapshot's tasks and their delete files are the
+    ones pyiceberg plans from the manifests, with and without a row filter."""
+    table, readers = iceberg("planned", "merge-on-read", partitioned=True)
+    reader = readers[0]
+    versions = [_sql(spark, reader, _insert(table, ROWS[:4])),
+                _sql(spark, reader, _insert(table, ROWS[4:])),
+                _sql(spark, reader, f"DELETE FROM {table} WHERE id IN (2, 5)"),
+                _sql(spark, reader, f"UPDATE {table} SET v = 'x' WHERE id = 6")]
+    spark.sql(f"CALL lakehouse.system.rewrite_data_files(table => '{reader.identifier}', "
+              "options => map('rewrite-all', 'true'))")
+    versions += [reader.current_version(), _sql(spark, reader, f"DELETE FROM {table} WHERE id = 7")]
+    cache, pyiceberg_table = ManifestCache(), reader._table()
+    for version in versions * 2:  # the second round reads every manifest from the cache
+        assert version is not None
+        for row_filter in (None, EqualTo("id", 3)):
+            expected = pyiceberg_table.scan(snapshot_id=version,
+                                            row_filter=row_filter or AlwaysTrue()).plan_files()
+            assert _plan(cache.plan_files(pyiceberg_table, version, row_filter)) == _plan(
+                list(expected)), (version, row_filter)
+    assert _plan(cache.plan_files(pyiceberg_table, versions[-1], EqualTo("id", 3))) != _plan(
+        cache.plan_files(pyiceberg_table, versions[-1]))  # the filter prunes a bucket
+    with pytest.raises(ValueError, match="no snapshot 42"):
+        cache.plan_files(pyiceberg_table, 42)
 
 
 def test_iceberg_compaction_reads_nothing(spark, iceberg) -> None:

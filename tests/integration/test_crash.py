@@ -191,7 +191,7 @@ class Crashes:
 
 def _assert_recovered(runtime: Runtime, catalog: RestCatalog, view: ViewConfig) -> None:
     """Both sinks equal the full recompute and reflect the sources' current versions."""
-    frontier = current_frontier(runtime.readers, runtime.plan(view))
+    frontier = current_frontier(runtime.readers, runtime.plan(view).sources)
     expected = multiset(tuple(r.values()) for r in runtime.recompute(view).to_pylist())
     iceberg = catalog.load_table(view.name).scan().to_arrow().to_pylist()
     delta = DeltaTable(runtime.delta_uri(view)).to_pyarrow_table().to_pylist()
