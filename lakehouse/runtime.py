@@ -155,7 +155,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         """The configured sinks of ``view``; their commits record its sources' refresh state."""
         states = self.refresh_states(view)
         iceberg = (IcebergSink(self.spark, self.catalog, self.config.spark.catalog_name, view.name,
-                               refresh_states=states) if "iceberg" in view.sinks else None)
+                               refresh_states=states, planner=self.manifest_cache)
+                   if "iceberg" in view.sinks else None)
         delta = DeltaSink(self.delta_uri(view), app_id=f"lakehouse:{view.name}",
                           refresh_states=states) if "delta" in view.sinks else None
         return ViewSinks(iceberg, delta)

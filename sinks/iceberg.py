@@ -36,7 +36,7 @@ from ivm import WEIGHT, collect_arrow
 from sinks.arrow_zset import expanded, has_deletes
 from sinks.errors import SinkError
 from sinks.frontier import FRONTIER_KEY, Frontier, decode_frontier
-from sinks.iceberg_rewrite import Rewrite, rewrite_deleted
+from sinks.iceberg_rewrite import Rewrite, ScanPlanner, planned, rewrite_deleted
 from sinks.iceberg_schema import arrow_schema, conformed
 from sinks.iceberg_snapshot import NO_RETRIES, DataFileWriter, commit_snapshot
 from sinks.iceberg_spark import SparkWriter
@@ -78,17 +78,20 @@ class IcebergSink:
         arrow_max_rows: :meth:`apply`/:meth:`replace` collect DataFrames of at most this
             many rows and take the Arrow path; larger ones (and all, with 0) go through
             Spark.
+        planner: Plans the scans of the table's files that a commit replaces (e.g. from
+            manifest entries kept between refreshes); None: pyiceberg, from the manifests.
     """
 
     def __init__(self, spark: SparkSession, catalog: Catalog, catalog_name: str, identifier: str,
                  *, refresh_states: RefreshStates | None = None,
-                 arrow_max_rows: int = ARROW_MAX_ROWS):
+                 arrow_max_rows: int = ARROW_MAX_ROWS, planner: ScanPlanner | None = None):
         self.spark = spark
         self.catalog = catalog
         self.identifier = identifier
         self.table_name = f"{catalog_name}.{identifier}"
         self.refresh_states = refresh_states or RefreshStates({})
         self.arrow_max_rows = arrow_max_rows
+        self.planner = planner
         self._catalog_name = catalog_name
         self._base: _Base | None = None
         self._started_ms: int | None = None
@@ -165,7 +168,8 @@ class IcebergSink:
 
         def stage() -> Rewrite:
             if self._base_snapshot_id() is not None and (key is not None or has_deletes(data)):
-                return rewrite_deleted(table, data, key, writer, inserts=expanded(data))
+                return rewrite_deleted(table, data, key, writer, inserts=expanded(data),
+                                       planner=self.planner)
             return Rewrite([], writer.write(expanded(data)), 0)
         self._commit(table, writer, stage, frontier)
 
@@ -184,8 +188,7 @@ class IcebergSink:
         writer = DataFileWriter(table)
 
         def stage() -> Rewrite:
-            removed = ([task.file for task in table.scan().plan_files()]
-                       if self._base_snapshot_id() is not None else [])
+            removed = [task.file for task in planned(table, planner=self.planner)]
             return Rewrite(removed, writer.write(data), len(removed))
         self._commit(table, writer, stage, frontier)
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import cache, reduce
+from typing import Protocol
 
 import duckdb
 import numpy as np
@@ -25,7 +26,7 @@ from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table
 from pyiceberg.types import (
     BooleanType,
     DateType,
@@ -50,6 +51,33 @@ GATHER_BYTES = 64 * 2**20
 are written; the last batch is written with the delta's inserts."""
 
 
+class ScanPlanner(Protocol):
+    """Plans a snapshot's scan as ``table.scan(...).plan_files()`` does.
+
+    E.g. from manifest entries kept between refreshes
+    (``lakehouse.sources.manifest_cache.ManifestCache``).
+    """
+
+    def plan_files(self, table: Table, snapshot_id: int,
+                   row_filter: BooleanExpression | None = None) -> list[FileScanTask]:
+        """The scan tasks of snapshot ``snapshot_id`` that may hold rows of ``row_filter``."""
+        ...
+
+
+def planned(table: Table, row_filter: BooleanExpression | None = None,
+            planner: ScanPlanner | None = None) -> list[FileScanTask]:
+    """The scan tasks of the table's current snapshot (none without one).
+
+    Planned by ``planner`` when given, else by pyiceberg from the manifests.
+    """
+    snapshot_id = table.metadata.current_snapshot_id
+    if snapshot_id is None:
+        return []
+    if planner is not None:
+        return planner.plan_files(table, snapshot_id, row_filter)
+    return list(table.scan(row_filter=row_filter or AlwaysTrue()).plan_files())
+
+
 @dataclass(frozen=True)
 class Rewrite:
     """What a delta's deletions do to the table's data files.
@@ -66,7 +94,8 @@ class Rewrite:
 
 
 def rewrite_deleted(table: Table, delta: pa.Table, key: Sequence[str] | None,
-                    writer: DataFileWriter, inserts: pa.Table | None = None) -> Rewrite:
+                    writer: DataFileWriter, inserts: pa.Table | None = None,
+                    planner: ScanPlanner | None = None) -> Rewrite:
     """Rewrite the data files of ``table`` that ``delta`` deletes rows from.
 
     Files are read one at a time; the remaining rows of those that lose rows are written
@@ -81,6 +110,7 @@ def rewrite_deleted(table: Table, delta: pa.Table, key: Sequence[str] | None,
         key: The view's unique key, or None for a multiset view.
         writer: Writes the replacement files.
         inserts: Rows to write with the remaining rows (the view's columns), if any.
+        planner: Plans the candidate files (None: pyiceberg, from the manifests).
 
     Returns:
         The files removed and added (``inserts`` included).
@@ -88,7 +118,7 @@ def rewrite_deleted(table: Table, delta: pa.Table, key: Sequence[str] | None,
     schema = table.schema()
     pending = delta if key is not None else delta.filter(pc.less(delta[WEIGHT], 0))
     columns = list(key) if key is not None else data_columns(delta)
-    tasks = (list(table.scan(row_filter=pruning_filter(pending, columns, schema)).plan_files())
+    tasks = (planned(table, pruning_filter(pending, columns, schema), planner)
              if pending.num_rows else [])
     scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
     removed: list[DataFile] = []

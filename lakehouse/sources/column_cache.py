@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +30,21 @@ ColumnKey = tuple[DataFileKey, int, str]
 IndexKey = tuple[DataFileKey, str, int]
 """A data file, ``"key index"``, the indexed column's Iceberg field id."""
 
+DeletesKey = tuple[DataFileKey, str]
+"""A position delete file (path and size), ``"positions"``."""
+
+
+@dataclass(frozen=True)
+class DeletedPositions:
+    """The positions a position delete file deletes, by data file path."""
+
+    by_file: dict[str, pa.ChunkedArray]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the position arrays."""
+        return sum(positions.nbytes for positions in self.by_file.values())
+
 
 class ColumnCache:
     """Decoded Parquet columns by data file, row group and column; least recently used out.
@@ -43,7 +59,8 @@ class ColumnCache:
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self._columns: LRUCache[ColumnKey | IndexKey, pa.ChunkedArray | KeyIndex] = LRUCache(
+        self._columns: LRUCache[ColumnKey | IndexKey | DeletesKey,
+                                pa.ChunkedArray | KeyIndex | DeletedPositions] = LRUCache(
             maxsize=max(max_bytes, 1), getsizeof=lambda kept: max(kept.nbytes, 1))
         self._lock = threading.Lock()
         self.hits = 0
@@ -100,6 +117,29 @@ class ColumnCache:
             with self._lock:
                 self._columns[key] = index
         return index
+
+    def deleted_positions(self, file: DataFileKey,
+                          read: Callable[[], dict[str, pa.ChunkedArray]]
+                          ) -> dict[str, pa.ChunkedArray]:
+        """The positions a position delete file deletes, by data file; read once and kept.
+
+        Args:
+            file: The delete file's path and size.
+            read: Reads it (pyiceberg's ``_read_deletes``), called when it is not kept.
+
+        Returns:
+            By data file path, the deleted positions (int64); shared, not to be changed.
+        """
+        key: DeletesKey = (file, "positions")
+        with self._lock:
+            found = self._columns.get(key)
+        if isinstance(found, DeletedPositions):
+            return found.by_file
+        kept = DeletedPositions(read())
+        if self.max_bytes and kept.nbytes <= self.max_bytes:
+            with self._lock:
+                self._columns[key] = kept
+        return kept.by_file
 
     def _row_group(self, parquet: pq.ParquetFile, file: DataFileKey, group: int,
                    columns: Sequence[str]) -> pa.Table:

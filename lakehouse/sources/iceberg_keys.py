@@ -95,7 +95,7 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
     if (sum(task.file.record_count for task in tasks) > max_rows
             or any(task.file.file_format != FileFormat.PARQUET for task in tasks)):
         return None
-    deletes = read_deletes(table.io, [f for task in tasks for f in task.delete_files])
+    deletes = read_deletes(table.io, [f for task in tasks for f in task.delete_files], cache)
     target = schema_to_pyarrow(projection, include_field_ids=False)
 
     def read(task: FileScanTask) -> pa.Table:

@@ -71,7 +71,8 @@ def position_changes(metadata: TableMetadata, io: FileIO, pairs: Iterable[TaskPa
         (int64, -1 or +1), not consolidated: equal rows of several positions repeat.
     """
     changed = [(b, a) for b, a in pairs if _delete_keys(b) != _delete_keys(a)]
-    deletes = read_deletes(io, [f for b, a in changed for f in (*b.delete_files, *a.delete_files)])
+    deletes = read_deletes(io, [f for b, a in changed for f in (*b.delete_files, *a.delete_files)],
+                           cache)
     target = schema_to_pyarrow(schema, include_field_ids=False)
 
     def rows(pair: TaskPair) -> pa.Table:
@@ -93,20 +94,28 @@ DeleteFiles = dict[str, dict[str, pa.ChunkedArray]]
 """Position delete files read: by delete file path, the deleted positions of each data file."""
 
 
-def read_deletes(io: FileIO, files: Iterable[DataFile]) -> DeleteFiles:
+def read_deletes(io: FileIO, files: Iterable[DataFile],
+                 cache: ColumnCache | None = None) -> DeleteFiles:
     """Read position delete files (Parquet, ORC, Puffin deletion vectors), each once.
 
     Args:
         io: The table's FileIO.
         files: Delete files of scan tasks (repeats are read once).
+        cache: Where decoded delete files are kept between ticks (None: nowhere); a
+            delete file never changes, and a table's accumulate until compaction.
 
     Returns:
         By delete file path, the positions it deletes in each data file.
     """
     unique = {f.file_path: f for f in files}
+
+    def read(file: DataFile) -> dict[str, pa.ChunkedArray]:
+        if cache is None:
+            return _read_deletes(io, file)
+        return cache.deleted_positions((file.file_path, file.file_size_in_bytes),
+                                       lambda: _read_deletes(io, file))
     executor = ExecutorFactory.get_or_create()
-    return dict(zip(unique, executor.map(lambda f: _read_deletes(io, f), unique.values()),
-                    strict=True))
+    return dict(zip(unique, executor.map(read, unique.values()), strict=True))
 
 
 def deleted_positions(deletes: DeleteFiles, files: Iterable[DataFile], path: str) -> np.ndarray:

@@ -63,3 +63,23 @@ def test_a_zero_budget_keeps_nothing(data_file: Path) -> None:
         read = cache.read_row_groups(parquet, key(data_file), [1], ["id", "v"])
         assert read.equals(parquet.read_row_group(1, columns=["id", "v"]))
     assert (cache.hits, cache.size_bytes) == (0, 0)
+
+
+def test_delete_files_are_read_once_within_the_budget() -> None:
+    positions = {"a.parquet": pa.chunked_array([pa.array([3, 7], pa.int64())])}
+    reads: list[int] = []
+
+    def read() -> dict[str, pa.ChunkedArray]:
+        reads.append(1)
+        return positions
+
+    cache = ColumnCache(1 << 20)
+    for _ in range(3):
+        assert cache.deleted_positions(("d.parquet", 100), read) == positions
+    assert len(reads) == 1 and cache.size_bytes == 16
+    assert cache.deleted_positions(("d.parquet", 101), read) == positions  # rewritten: new size
+    assert len(reads) == 2
+    small = ColumnCache(8)  # 16 bytes of positions do not fit: read every time
+    for _ in range(2):
+        assert small.deleted_positions(("d.parquet", 100), read) == positions
+    assert len(reads) == 4 and small.size_bytes == 0
