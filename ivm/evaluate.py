@@ -95,14 +95,14 @@ class SourceInput:
         """The source's rows at the new frontier (``new``, called if a function)."""
         return _frame(self.new)
 
-
-def _frame(rows: DataFrame | Callable[[], DataFrame]) -> DataFrame:
-    return rows if isinstance(rows, DataFrame) else rows()
-
     def __post_init__(self) -> None:
         if callable(self.delta) and not isinstance(self.delta, DataFrame) \
                 and self.delta_arrow is None:
             raise IvmError("a change feed given as a function needs its Arrow table too")
+
+
+def _frame(rows: DataFrame | Callable[[], DataFrame]) -> DataFrame:
+    return rows if isinstance(rows, DataFrame) else rows()
 
 
 @dataclass(frozen=True)

@@ -259,8 +259,8 @@ class IcebergSourceReader:
                         columns: Collection[str] | None) -> ChangeFeed:
         """The change from nothing to ``new`` (``old`` None: every row, weight 1), or none."""
         at_new = self.snapshot(new)
-        spark_columns = StructType([f for f in at_new.schema.fields
-                                    if f.name in set(projected(at_new.schema.names, columns))])
+        kept = set(projected(at_new.schema.names, columns))
+        spark_columns = StructType([f for f in at_new.schema.fields if f.name in kept])
         if old is None:
             return ChangeFeed.of(consolidate(with_weight(
                 at_new.selectExpr(*_aligned(at_new, spark_columns)))))
