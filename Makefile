@@ -26,7 +26,7 @@ lint: env
 	$(BIN)/mypy
 
 # Benchmarks (issue #6): TPC-H refreshes, catalog load, freshness -> docs/benchmarks.md.
-# Options: make bench BENCH_ARGS='--scale-factors 0.1,1,3 --parts tpch'
+# Options: make bench BENCH_ARGS='--parts tpch --scale-factors 0.1,1'
 bench: env
 	bash tests/benchmarks/install-system-deps.sh
 	$(BIN)/python -m tests.benchmarks $(BENCH_ARGS)

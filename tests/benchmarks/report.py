@@ -143,8 +143,8 @@ def _beyond(sfs: dict[str, Any]) -> str:
     if extra:
         return (f"SF {', '.join(extra)} ran the fixed changes only (no batches), in the same "
                 "run as the others.")
-    return ("SF 3 is not in this run; `make bench BENCH_ARGS='--parts tpch --scale-factors "
-            "0.1,1,3'` adds it.")
+    return ("SF 3 is not in this run; `make bench BENCH_ARGS='--parts tpch'` (its default "
+            "scale factors, 0.1, 1 and 3) adds it.")
 
 
 def _scaling(tpch: dict[str, Any]) -> list[str]:
