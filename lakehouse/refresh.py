@@ -84,8 +84,9 @@ def current_frontier(readers: Mapping[str, SourceReader], sources: Iterable[str]
                      ) -> dict[str, int]:
     """The newest version of each of ``sources`` (those without data omitted).
 
-    A tick's target: each reader loads its table's metadata here, once per tick, and the
-    tick's schema check and change feeds read that same metadata.
+    A tick's target. Inside a tick (readers :func:`lakehouse.sources.base.pinned`), an
+    Iceberg reader loads its table's metadata here, and the tick's schema check and change
+    feeds read that same load.
     """
     versions = {name: readers[name].current_version() for name in sources}
     return {name: version for name, version in versions.items() if version is not None}

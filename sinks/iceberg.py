@@ -116,7 +116,11 @@ class IcebergSink:
         return decode_frontier(snapshot.summary.additional_properties.get(FRONTIER_KEY))
 
     def table(self) -> Table | None:
-        """The table as :meth:`frontier` read it (read now if it was not); None if absent."""
+        """The table as :meth:`frontier` read it; None if absent.
+
+        If :meth:`frontier` was not called, it is called now (which marks the refresh's
+        start and the base of the next commit).
+        """
         if self._base is None:
             self.frontier()
         assert self._base is not None

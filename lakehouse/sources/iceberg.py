@@ -146,7 +146,8 @@ class IcebergSourceReader:
 
         A tick reads its sources' current versions, checks their schemas, plans scans
         and computes change feeds from the same metadata, instead of a catalog round
-        trip (and a parse of the metadata) for each.
+        trip (and a parse of the metadata) for each. Ticks sharing a reader must not run
+        at once (the scheduler runs one at a time).
         """
         if not self._pins:
             self._pin_loaded = False
@@ -188,16 +189,20 @@ class IcebergSourceReader:
         return frame
 
     def schema_key(self, version: int) -> Hashable:
-        """The table's uuid and the id of the schema snapshot ``version`` was written with.
+        """The table's uuid, the snapshot's schema id and the current schema id.
+
+        Both ids: a Spark time-travel read resolves one of the two.
 
         Raises:
             SourceError: The table does not exist.
         """
         table = self._table_with(version)
         snapshot = table.metadata.snapshot_by_id(version)
+        current = table.metadata.current_schema_id
         if snapshot is not None and snapshot.schema_id is not None:
-            return (str(table.metadata.table_uuid), snapshot.schema_id)
-        return (str(table.metadata.table_uuid), _snapshot_schema(table, version).model_dump_json())
+            return (str(table.metadata.table_uuid), snapshot.schema_id, current)
+        return (str(table.metadata.table_uuid), _snapshot_schema(table, version).model_dump_json(),
+                current)
 
     def change_feed(self, old: int | None, new: int,
                     columns: Collection[str] | None = None) -> ChangeFeed:

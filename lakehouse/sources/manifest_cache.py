@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from cachetools import LRUCache
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile
+from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import FileScanTask, ManifestGroupPlanner, Table
+from pyiceberg.table.metadata import INITIAL_SEQUENCE_NUMBER
 from pyiceberg.typedef import KeyDefaultDict
 from pyiceberg.utils.concurrent import ExecutorFactory
 
@@ -103,6 +104,10 @@ class _CachedPlanner(ManifestGroupPlanner):
         evaluators: dict[int, Callable[[ManifestFile], bool]] = KeyDefaultDict(
             self._build_manifest_evaluator)
         kept = [m for m in manifests if evaluators[m.partition_spec_id](m)]
+        data = [m.min_sequence_number or INITIAL_SEQUENCE_NUMBER for m in kept
+                if m.content == ManifestContent.DATA]
+        oldest = min(data, default=INITIAL_SEQUENCE_NUMBER)  # older delete manifests: skipped
+        kept = [m for m in kept if self._check_sequence_number(oldest, m)]
         partitions = {spec_id: self._build_partition_evaluator(spec_id)
                       for spec_id in {m.partition_spec_id for m in kept}}
         metrics = self._build_metrics_evaluator()
