@@ -223,8 +223,10 @@ class IcebergSourceReader:
             SnapshotExpiredError: ``old`` was expired; only a full refresh can catch up.
             SourceError: The table or ``new`` does not exist.
         """
-        if old is None or old == new:
-            return self._whole_or_empty(old, new, columns)
+        if old is None:
+            return self._whole(new, columns)
+        if old == new:
+            return self._empty(new, projected(self.snapshot(new).schema.names, columns))
         table = self._table()  # fresh (once per tick): ``old`` may have been expired since
         chain = lineage(table.metadata, old, new, source=self.name)
         at_new = _snapshot_schema(table, new)
@@ -237,7 +239,7 @@ class IcebergSourceReader:
             paths = changed_files(table.metadata, table.io, chain.snapshots,
                                   self.manifests).paths
             if not paths:
-                return self._whole_or_empty(new, new, columns)
+                return self._empty(new, names)
         schema = at_new.select(*names)
         if self.bridge is not None and not (_has_equality_deletes(table, old)
                                             or _has_equality_deletes(table, new)):
@@ -260,16 +262,17 @@ class IcebergSourceReader:
         kept = set(names)
         return StructType([f for f in self.snapshot(version).schema.fields if f.name in kept])
 
-    def _whole_or_empty(self, old: int | None, new: int,
-                        columns: Collection[str] | None) -> ChangeFeed:
-        """The change from nothing to ``new`` (``old`` None: every row, weight 1), or none."""
+    def _whole(self, new: int, columns: Collection[str] | None) -> ChangeFeed:
+        """The change from nothing to ``new``: every row, weight 1."""
         at_new = self.snapshot(new)
-        kept = set(projected(at_new.schema.names, columns))
-        spark_columns = StructType([f for f in at_new.schema.fields if f.name in kept])
-        if old is None:
-            return ChangeFeed.of(consolidate(with_weight(
-                at_new.selectExpr(*_aligned(at_new, spark_columns)))))
-        return ChangeFeed.empty(with_weight(self.spark.createDataFrame([], spark_columns)))
+        spark_columns = self._spark_columns(new, projected(at_new.schema.names, columns))
+        return ChangeFeed.of(consolidate(with_weight(
+            at_new.selectExpr(*_aligned(at_new, spark_columns)))))
+
+    def _empty(self, version: int, names: Sequence[str]) -> ChangeFeed:
+        """No change: the columns ``names`` of snapshot ``version``, no row."""
+        return ChangeFeed.empty(with_weight(
+            self.spark.createDataFrame([], self._spark_columns(version, names))))
 
     def _rows(self, table: Table, version: int, paths: set[str] | None, columns: StructType,
               schema: Schema) -> DataFrame:
