@@ -51,6 +51,7 @@ class RefreshResult:
         rows_out: Rows of the view delta committed (+ and -), or rows written (full).
         duration_s: Wall time of the refresh.
         reason: Why the refresh ran as ``full``, if it did.
+        sinks: The sink kinds (``iceberg``, ``delta``) it committed to.
     """
 
     view: str
@@ -117,7 +118,8 @@ def refresh_view(
     Raises:
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
         RefreshError: A source or sink failed; nothing of this refresh is committed
-            to the sink that failed.
+            to the sink that failed (``RefreshError.committed`` names the sinks that
+            committed before it).
     """
     started = time.perf_counter()
     if view.refresh == "incremental" and not plan.incremental:
@@ -164,21 +166,21 @@ def _refresh_group(
         if full_reason is None:
             phase("compute view delta")
             maintained = maintain(plan, inputs, states.get(view.name, group.old))
-            result.rows_out += _apply(sinks, group, maintained, plan)
+            result.rows_out += _apply(sinks, group, maintained, plan, result.sinks)
             result.mode = "incremental"
         else:
             phase("compute view", detail=full_reason)
             maintained = (_recompute(plan, inputs) if view.refresh == "full"
                           else reload(plan, inputs))
-            result.rows_out += _replace(sinks, group, maintained)
+            result.rows_out += _replace(sinks, group, maintained, result.sinks)
             result.mode, result.reason = "full", full_reason
         states.put(view.name, group.new, maintained.state)
     except RefreshError:
         raise
     except Exception as error:  # a refresh fails as a whole, with its cause attached
         cause = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise RefreshError(f"refresh failed: {cause}", view=view.name) from error
-    result.sinks += group.kinds
+        raise RefreshError(f"refresh failed: {cause}", view=view.name,
+                           committed=tuple(result.sinks)) from error
 
 
 def _recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
@@ -266,13 +268,14 @@ def _delta(feed: ChangeFeed | None) -> DataFrame | Callable[[], DataFrame] | Non
     return feed.rows.localCheckpoint(eager=True)
 
 
-def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan) -> int:
+def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan,
+           committed: list[str]) -> int:
     """Commit a view delta to the group's sinks; returns its rows (+ and -).
 
     The delta is collected to Arrow once (unless it was computed there), for both sinks;
     the Iceberg sink writes it with pyiceberg (one commit), or with Spark when it is
     larger than the sink's Arrow limit (which then evaluates the delta again: a rare,
-    large refresh).
+    large refresh). Each sink's kind is appended to ``committed`` once its commit landed.
     """
     changes = delta.to_arrow()
     counted(changes.num_rows)
@@ -284,16 +287,21 @@ def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan) -
             sinks.iceberg.apply_arrow(changes, plan.key, group.new)
         else:
             sinks.iceberg.apply(delta.rows, plan.key, group.new)
+        committed.append("iceberg")
     failpoint("between-sink-commits")
     if "delta" in group.kinds and sinks.delta is not None:
         phase("Delta commit")
         sinks.delta.apply(changes, plan.key, group.new)
+        committed.append("delta")
     failpoint("after-sink-commits")
     return changes.num_rows
 
 
-def _replace(sinks: ViewSinks, group: _Group, view: Maintained) -> int:
-    """Replace the group's sinks' content by the view's rows; returns their number."""
+def _replace(sinks: ViewSinks, group: _Group, view: Maintained, committed: list[str]) -> int:
+    """Replace the group's sinks' content by the view's rows; returns their number.
+
+    Each sink's kind is appended to ``committed`` once its commit landed.
+    """
     content = view.to_arrow()
     counted(content.num_rows)
     failpoint("before-iceberg-commit")
@@ -304,9 +312,11 @@ def _replace(sinks: ViewSinks, group: _Group, view: Maintained) -> int:
             sinks.iceberg.replace_arrow(content, group.new)
         else:
             sinks.iceberg.replace(view.rows, group.new)
+        committed.append("iceberg")
     failpoint("between-sink-commits")
     if "delta" in group.kinds and sinks.delta is not None:
         phase("Delta commit")
         sinks.delta.replace(content, group.new)
+        committed.append("delta")
     failpoint("after-sink-commits")
     return content.num_rows

@@ -49,7 +49,8 @@ def _refresh(runtime: Runtime, view_name: str, round_: int, log: Path) -> None:
             record.update(ok=True, mode=result.mode, sinks=sorted(result.sinks),
                           frontier=result.frontier)
         except (LakehouseError, IvmError) as error:
-            record.update(ok=False, error=str(error), type=type(error).__name__)
+            record.update(ok=False, error=str(error), type=type(error).__name__,
+                          sinks=sorted(getattr(error, "committed", ())))
         record["duration_s"] = round(time.perf_counter() - started, 2)
         with log.open("a") as out:
             out.write(json.dumps(record) + "\n")

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from lakehouse.cli import app
 from lakehouse.config import Config, parse_config
-from lakehouse.errors import ConfigError
+from lakehouse.errors import ConfigError, RefreshError
+from lakehouse.refresh import refresh_view
 from lakehouse.runtime import Runtime
 from lakehouse.status import view_status
 from tests.conftest import multiset
@@ -117,6 +118,33 @@ def test_restarts_resume_and_a_sink_left_behind_catches_up(
     assert status.behind == () and status.lag_s == 0.0
     assert status.frontier == caught_up.frontier
     assert status.rows == sum(expected.values())
+
+
+def test_a_refresh_losing_the_delta_race_reports_its_iceberg_commit(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    namespace, airlines = sources
+    runtime = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    view = runtime.config.views[0]
+    runtime.refresh(view)  # the initial load
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 5, 12.0)")
+    sinks = runtime.sinks(view)
+    committed = sinks.frontiers()  # this refresh starts here ...
+    rival = _runtime(catalog_server, namespace, airlines, ["delta"])
+    assert rival.refresh(rival.config.views[0]).sinks == ["delta"]  # ... another wins Delta
+    delta_version = DeltaTable(runtime.delta_uri(view)).version()
+
+    with pytest.raises(RefreshError) as raised:
+        refresh_view(view, runtime.plan(view), runtime.readers, sinks, committed=committed)
+    assert raised.value.committed == ("iceberg",)
+    assert "committed to iceberg before the failure" in str(raised.value)
+    assert DeltaTable(runtime.delta_uri(view)).version() == delta_version  # nothing written
+
+    assert runtime.refresh(view).mode == "skipped"  # both sinks reflect the sources
+    expected = _expected(runtime, runtime.config)
+    assert _iceberg_rows(rest_catalog, view.name) == expected
+    assert _delta_rows(runtime, runtime.config) == expected
 
 
 def test_auto_policy_recomputes_a_large_change_in_full(
