@@ -8,7 +8,7 @@ the view's aggregate state, which the caller passes to the next :func:`maintain`
 
 from ivm.aggregate_state import AggregateState
 from ivm.compiler import compile_view, referenced_sources
-from ivm.driver_delta import ArrowRead
+from ivm.driver_delta import DRIVER_READ_MAX_ROWS, ArrowRead
 from ivm.driver_state import DRIVER_STATE_MAX_ROWS
 from ivm.errors import IvmError, NotIncrementalError, SqlParseError
 from ivm.evaluate import Maintained, SourceInput, maintain, recompute, reload, view_delta
@@ -21,6 +21,7 @@ from ivm.spark_arrow import collect_arrow, to_arrow
 from ivm.zset import WEIGHT, consolidate, expand, with_weight
 
 __all__ = [
+    "DRIVER_READ_MAX_ROWS",
     "DRIVER_STATE_MAX_ROWS",
     "WEIGHT",
     "AggregateState",

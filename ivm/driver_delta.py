@@ -32,7 +32,9 @@ case-insensitively), at least every row whose columns in ``keys`` lie in their b
 lists; None when more than ``max_rows`` rows would be read, or the source cannot."""
 
 DRIVER_READ_MAX_ROWS = 10_000_000
-"""Most rows one partner read may scan on the driver, in the data files left after pruning.
+"""Most rows one partner read may scan on the driver, in the data files left after pruning,
+unless the caller sets another limit (``maintain``'s ``driver_read_max_rows``; the
+refresher's follows its column cache, ``lakehouse.config.Config.driver_read_max_rows``).
 
 A read decodes the key columns of those files and the other columns only at matching
 rows, so this bounds its work, not its memory. Measured on TPC-H SF 1 (6M lineitem

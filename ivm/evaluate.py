@@ -27,7 +27,7 @@ from ivm.aggregate_form import (
 )
 from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
 from ivm.change_keys import arrow_keys, spark_keys
-from ivm.driver_delta import EMPTY, ArrowRead, block_delta
+from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
@@ -164,6 +164,7 @@ def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
 def maintain(
     plan: ViewPlan, inputs: Mapping[str, SourceInput], state: AggregateState | None = None,
     driver_state_max_rows: int = DRIVER_STATE_MAX_ROWS,
+    driver_read_max_rows: int = DRIVER_READ_MAX_ROWS,
 ) -> Maintained:
     """Compute the view's delta, reading and advancing its aggregate state.
 
@@ -177,6 +178,8 @@ def maintain(
             groups, when the view's outputs allow it (:mod:`ivm.driver_output`); 0 keeps
             it on Spark. A state held on the driver that outgrows it is dropped (the
             next tick builds it again).
+        driver_read_max_rows: Most rows a join partner read on the driver may scan in
+            one table (:func:`ivm.driver_delta.block_delta`); a larger read runs on Spark.
 
     Returns:
         The delta (a consolidated Z-set) and the state at the new frontier.
@@ -187,7 +190,7 @@ def maintain(
     """
     if not plan.incremental:
         raise NotIncrementalError(plan.reason or "", view=plan.view, fragment=plan.root.detail)
-    with _scope(plan, inputs) as scope:
+    with _scope(plan, inputs, driver_read_max_rows) as scope:
         if not scope.changed:
             empty = with_weight(scope.run(at_role(plan.query, "new", scope.relation)).limit(0))
             return Maintained(empty, state)
@@ -255,6 +258,7 @@ class _Scope:
     changed: set[str]
     arrows: dict[str, pa.Table] = field(default_factory=dict)
     readers: dict[str, ArrowRead | None] = field(default_factory=dict)
+    read_max_rows: int = DRIVER_READ_MAX_ROWS
     registered: list[str] = field(default_factory=list)
     counter: Iterator[int] = field(default_factory=count)
     pending: dict[str, DataFrame | Callable[[], DataFrame]] = field(default_factory=dict)
@@ -312,7 +316,8 @@ class _Scope:
 
 
 @contextmanager
-def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope]:
+def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput],
+           read_max_rows: int = DRIVER_READ_MAX_ROWS) -> Iterator[_Scope]:
     missing = [s for s in plan.sources if s not in inputs]
     if missing:
         raise IvmError(f"no input for sources {missing}", view=plan.view)
@@ -322,7 +327,7 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Iterator[_Scope
     changed = {s for s in plan.sources if inputs[s].delta is not None}
     arrows = {s: inputs[s].delta_arrow for s in changed if inputs[s].delta_arrow is not None}
     scope = _Scope(session, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed, arrows,
-                   {s: inputs[s].read_arrow for s in plan.sources})
+                   {s: inputs[s].read_arrow for s in plan.sources}, read_max_rows)
     for source in plan.sources:
         state = inputs[source]
         scope.defer(state.new, "new", source)
@@ -530,7 +535,7 @@ def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState
     """
     if any(source not in scope.arrows for source in scope.changed):
         return None
-    rows = block_delta(query, scope.arrows, scope.readers, scope.relation)
+    rows = block_delta(query, scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
     if rows is None:
         return None
     assert state.table is not None

@@ -23,10 +23,23 @@ from pydantic import (
     model_validator,
 )
 
+from ivm import DRIVER_READ_MAX_ROWS
 from lakehouse.errors import ConfigError
+from lakehouse.memory import memory_limit_bytes
 
-DEFAULT_COLUMN_CACHE_BYTES = 1 << 30
-"""1 GiB of decoded source columns: TPC-H SF 1 deletes in Q1, Q3 and Q5 use about 0.7 GiB."""
+COLUMN_CACHE_MEMORY_FRACTION = 0.25
+"""The default ``column_cache_bytes``, as a fraction of the memory the process may use.
+
+Measured: TPC-H SF 1 deletes in Q1, Q3 and Q5 keep about 0.7 GiB; at SF 3 they need more
+than 1 GiB (with 1 GiB, every scattered delete decoded its row groups again: 1-4 s a
+refresh against 0.1-0.2 s with 6 GiB, a quarter of a 24 GiB machine)."""
+
+DRIVER_READ_ROW_BYTES = 64
+"""Bytes the column cache keeps per row a join partner read on the driver scans: the key
+column and its sorted index (8 + 8 bytes, 8 more when the file is not sorted by it) and
+the few other columns the view reads (8 to 16 bytes each), which a scattered change
+decodes whole. :attr:`Config.driver_read_max_rows` lets a read scan as many rows as the
+cache can keep, so that a partner decoded once stays decoded."""
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -213,6 +226,14 @@ class ViewConfig(_Strict):
         return float(match.group(1)) * _UNIT_S[match.group(2)] if match else None
 
 
+def default_column_cache_bytes() -> int:
+    """The default ``column_cache_bytes``: a fraction of the memory the process may use.
+
+    :data:`COLUMN_CACHE_MEMORY_FRACTION` of :func:`lakehouse.memory.memory_limit_bytes`.
+    """
+    return int(memory_limit_bytes() * COLUMN_CACHE_MEMORY_FRACTION)
+
+
 class Config(_Strict):
     """The whole ``lakehouse.yaml``.
 
@@ -224,7 +245,9 @@ class Config(_Strict):
         views: The maintained views.
         column_cache_bytes: Most bytes of decoded columns of Iceberg source data files
             kept in the driver's memory between ticks (0: none), for deletes and join
-            partners read on the driver (:mod:`lakehouse.sources.column_cache`).
+            partners read on the driver (:mod:`lakehouse.sources.column_cache`). By
+            default :data:`COLUMN_CACHE_MEMORY_FRACTION` of the memory the process may
+            use (:func:`lakehouse.memory.memory_limit_bytes`).
     """
 
     warehouse: str = "./warehouse"
@@ -234,7 +257,17 @@ class Config(_Strict):
         default_factory=dict
     )
     views: list[ViewConfig] = Field(default_factory=list)
-    column_cache_bytes: int = Field(default=DEFAULT_COLUMN_CACHE_BYTES, ge=0)
+    column_cache_bytes: int = Field(default_factory=default_column_cache_bytes, ge=0)
+
+    @property
+    def driver_read_max_rows(self) -> int:
+        """Most rows a join partner read on the driver may scan in one table.
+
+        As many as the column cache can keep decoded (``column_cache_bytes`` //
+        :data:`DRIVER_READ_ROW_BYTES`), and never fewer than ``ivm``'s
+        ``DRIVER_READ_MAX_ROWS``; a larger read runs on Spark.
+        """
+        return max(DRIVER_READ_MAX_ROWS, self.column_cache_bytes // DRIVER_READ_ROW_BYTES)
 
     @model_validator(mode="after")
     def _references(self) -> Config:

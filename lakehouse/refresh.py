@@ -17,6 +17,7 @@ from typing import Literal
 from pyspark.sql import DataFrame
 
 from ivm import (
+    DRIVER_READ_MAX_ROWS,
     WEIGHT,
     Maintained,
     NotIncrementalError,
@@ -98,6 +99,7 @@ def refresh_view(
     states: ViewStates | None = None,
     committed: Mapping[str, dict[str, int] | None] | None = None,
     target: dict[str, int] | None = None,
+    driver_read_max_rows: int = DRIVER_READ_MAX_ROWS,
 ) -> RefreshResult:
     """Bring every sink of ``view`` to the sources' current versions.
 
@@ -114,6 +116,8 @@ def refresh_view(
         target: The sources' versions to refresh to (:func:`current_frontier` of the
             plan's sources), when the caller read them already in this tick; None reads
             them.
+        driver_read_max_rows: Most rows a join partner read on the driver may scan in
+            one table (:attr:`lakehouse.config.Config.driver_read_max_rows`).
 
     Raises:
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
@@ -133,7 +137,7 @@ def refresh_view(
     states = states if states is not None else ViewStates()
     for encoded, kinds in groups.items():
         group = _Group(json.loads(encoded), target, kinds)
-        _refresh_group(view, plan, readers, sinks, group, result, states)
+        _refresh_group(view, plan, readers, sinks, group, result, states, driver_read_max_rows)
     result.duration_s = time.perf_counter() - started
     return result
 
@@ -149,7 +153,7 @@ class _Group:
 
 def _refresh_group(
     view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks,
-    group: _Group, result: RefreshResult, states: ViewStates,
+    group: _Group, result: RefreshResult, states: ViewStates, driver_read_max_rows: int,
 ) -> None:
     expired: str | None = None
     phase("read sources", view=view.name)
@@ -165,7 +169,8 @@ def _refresh_group(
             result.rows_in += changed_rows
         if full_reason is None:
             phase("compute view delta")
-            maintained = maintain(plan, inputs, states.get(view.name, group.old))
+            maintained = maintain(plan, inputs, states.get(view.name, group.old),
+                                  driver_read_max_rows=driver_read_max_rows)
             result.rows_out += _apply(sinks, group, maintained, plan, result.sinks)
             result.mode = "incremental"
         else:

@@ -214,7 +214,7 @@ class Runtime(AbstractContextManager["Runtime"]):
                 target = current_frontier(self.readers, sources)
                 self.schemas.check(view, sinks, committed)  # SchemaChangedError: view stops
                 result = refresh_view(view, self.plan(view), self.readers, sinks, self.states,
-                                      committed, target)
+                                      committed, target, self.config.driver_read_max_rows)
         except Exception:
             self.metrics.record_failure(view.name)
             raise

@@ -28,12 +28,13 @@ def arrow_reader(new: pa.Table, old: pa.Table | None) -> ArrowRead:
 
     It keeps the rows whose key columns match the keys, by the same lookup as an
     Iceberg source's reads (:func:`lakehouse.sources.iceberg_keys.key_mask`), so that
-    the evaluator's joins are checked against restricted partners as they get them.
+    the evaluator's joins are checked against restricted partners as they get them. It
+    declines (None) a table of more than ``max_rows`` rows, as a source would.
     """
     def read(role: str, columns: Sequence[str], keys: Mapping[str, KeyValues],
              max_rows: int) -> pa.Table | None:
         table = new if role == "new" else old
-        if table is None:
+        if table is None or table.num_rows > max_rows:
             return None
         names = {name.lower(): name for name in table.column_names}
         mask = pa.array([True] * table.num_rows, pa.bool_())

@@ -192,8 +192,9 @@ def _delete_costs(sfs: dict[str, Any]) -> str | None:
             f"{groups['count']} Parquet row groups of up to {groups['max_rows']:,} rows; 250 "
             "orders picked at random hit nearly every one, and the change feed takes each "
             "deleted row from its row group, decoded (only the columns the view reads). The "
-            "refresher keeps decoded columns between ticks (`column_cache_bytes`, 1 GiB by "
-            "default; data files never change), so only the first delete after start decodes "
+            "refresher keeps decoded columns between ticks (`column_cache_bytes`, a quarter "
+            "of the memory by default; data files never change), so only the first delete "
+            "after start decodes "
             "them{f}. Profiled delete refreshes spent {d} s in change feeds, inserts "
             "{i} s. In the join views each partner is read restricted by the keys of the "
             "change or of the partners read before it (semi-join reduction), found by binary "
@@ -376,20 +377,23 @@ def _past_the_budget(sfs: dict[str, Any]) -> list[str]:
         deletes = {q: v for q in QUERIES if (v := fixed(entry, "delete", q))}
         jobs = {n: p["spark_jobs"] for n, p in (entry.get("profile") or {}).items()
                 if n.endswith("delete")}
-        if not deletes or not rows:
+        budgets = entry.get("budgets")
+        if not deletes or not rows or not budgets:
             continue
+        times = ", ".join(f"{q.upper()} {v:.2f} s" for q, v in deletes.items())
+        profiled = ", ".join(f"{n.replace('_', ' ')} {spark_jobs(j)}" for n, j in jobs.items())
         out.append(
-            f"- **Scattered deletes past the budgets** (SF {sf}, {rows:,} line items): a "
-            "fixed delete refreshes in " + ", ".join(f"{q.upper()} {v:.2f} s"
-                                                   for q, v in deletes.items())
-            + ". The columns Q1 reads of `lineitem` no longer fit the default "
-            "`column_cache_bytes` (1 GiB), so every delete decodes the row groups it hits "
-            "again; and the join views' partners restricted to 250 scattered order keys span "
-            "more than the ten million rows a driver read may scan, so their terms run on "
-            "Spark (profiled: " + ", ".join(f"{n.replace('_', ' ')} {j} Spark jobs"
-                                             for n, j in jobs.items())
-            + "). A larger budget, smaller row groups, or sources sorted and partitioned by "
-            "the join key (so that key bounds prune files) would bring them back to the driver.")
+            f"- **Scattered deletes at SF {sf}** ({rows:,} line items): a fixed delete "
+            f"refreshes in {times} (profiled: {profiled}). The driver's budgets: "
+            f"`column_cache_bytes` {budgets['column_cache_bytes'] / 2**30:.1f} GiB (by "
+            "default a quarter of the memory the process may use), holding "
+            f"{budgets['kept_bytes'] / 2**30:.1f} GiB of decoded columns, key indexes and "
+            "delete positions after the run; partner reads of up to "
+            f"{budgets['driver_read_max_rows']:,} rows per table on the driver (as many as "
+            "the cache can keep, `Config.driver_read_max_rows`). Past them (a source whose "
+            "columns the views read exceed the cache), every scattered delete decodes the row "
+            "groups it hits again and the join views' terms run on Spark: with the former "
+            "fixed budgets (1 GiB, ten million rows) these refreshes took 1.1-4.0 s at SF 3.")
     return out
 
 
@@ -418,8 +422,9 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "block's delta terms are evaluated in Arrow (`ivm/arrow_eval.py`): the change "
             "feed joined with the partners' rows that match its keys, read by pyiceberg "
             "(`ivm/driver_delta.py`). A refresh then runs no Spark job, unless a partner "
-            "restricted to the change's keys still spans more than ten million rows of data "
-            "files, as the keys of a scattered delete would in `lineitem` from SF 2 on."
+            "restricted to the change's keys still spans more rows of data files than the "
+            "column cache can keep decoded (`Config.driver_read_max_rows`: "
+            "`column_cache_bytes` / 64, at least ten million)."
             + _needed(sfs),
             "- **Cold deletes** (`lakehouse/sources/iceberg_positions.py`): the first delete "
             "after the refresher starts decodes every row group holding a deleted row (with "

@@ -313,6 +313,14 @@ class TpchBench:
                     f"duck {row[q]['duckdb']['s']:.1f}s" for q in QUERIES), flush=True)
         return out
 
+    def budgets(self) -> dict[str, int]:
+        """The driver's budgets (``column_cache_bytes``, the partner read limit) and the bytes
+        of decoded columns, key indexes and delete positions the cache holds now."""
+        config = self.runtime.config
+        return {"column_cache_bytes": config.column_cache_bytes,
+                "kept_bytes": self.runtime.column_cache.size_bytes,
+                "driver_read_max_rows": config.driver_read_max_rows}
+
     def profile(self, delete_views: tuple[str, ...]) -> dict[str, Any]:
         """A fixed insert (every view) and a fixed delete (``delete_views``), each refreshed
         under cProfile (driver side)."""
@@ -415,6 +423,7 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
                     entry["batches"] = bench.batches(sizes, deletes)
                 print(f"TPC-H SF {sf}: profile", flush=True)
                 entry["profile"] = bench.profile(profile_deletes)
+                entry["budgets"] = bench.budgets()
                 entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),
                                  "wall_s": round(time.time() - started), "load_before": load,
                                  "load_after": load_average()}

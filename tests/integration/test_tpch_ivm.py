@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm import (
+    DRIVER_READ_MAX_ROWS,
     DRIVER_STATE_MAX_ROWS,
     WEIGHT,
     ArrowRead,
@@ -236,6 +237,40 @@ def test_incremental_equals_full_recompute(
         assert state == full, (
             f"{query.name}, batch {version}: incremental - full = {dict(state - full)}, "
             f"full - incremental = {dict(full - state)}")
+
+
+@pytest.mark.spark
+def test_a_partner_read_over_the_driver_read_limit_runs_on_spark(
+    tpch_versions: list[tuple[Tables, Tables]],
+) -> None:
+    """``maintain``'s ``driver_read_max_rows`` reaches every partner read: under it Q5's
+    ticks run on the driver; with a limit below the partners' rows, Spark evaluates the
+    block, to the same deltas."""
+    query = load(5)
+    plan = compile_view(query.name, query.sql, SCHEMAS)
+    loaded = reload(plan, _inputs(plan, None, tpch_versions[0][0], {}))
+    assert loaded.state is not None and loaded.state.table is not None, "state on the driver"
+    spark = tpch_versions[0][0]["lineitem"].sparkSession
+    kept = {limit: loaded.state for limit in (DRIVER_READ_MAX_ROWS, 0)}
+    changed = 0
+    for version in range(1, len(tpch_versions)):
+        (old, _), (new, delta) = tpch_versions[version - 1], tpch_versions[version]
+        deltas, jobs = [], []
+        for limit, state in kept.items():
+            reads: list[tuple[str, set[str]]] = []
+            inputs = _inputs(plan, old, new, delta, on_driver=True, reads=reads)
+            group = f"tpch-q5-batch{version}-read-limit-{limit}"
+            spark.sparkContext.setJobGroup(group, group)
+            maintained = maintain(plan, inputs, state, driver_read_max_rows=limit)
+            jobs.append(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+            spark.sparkContext.setJobGroup("tpch", "tpch")
+            deltas.append(multiset(maintained.to_arrow().to_pylist()))
+            kept[limit] = maintained.state
+            assert reads, "the tick asked to read partners on the driver"
+        assert jobs[0] == [] and jobs[1] != [], (version, jobs)
+        assert deltas[0] == deltas[1], version
+        changed += bool(deltas[0])
+    assert changed, "every batch left the view as it was (the test would not compare rows)"
 
 
 @pytest.mark.spark
