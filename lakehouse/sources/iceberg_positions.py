@@ -39,6 +39,7 @@ from pyiceberg.utils.concurrent import ExecutorFactory
 from pyiceberg.utils.config import Config
 
 from ivm import WEIGHT
+from lakehouse.sources.arrow_take import take_rows
 from lakehouse.sources.column_cache import ColumnCache
 
 TaskPair = tuple[FileScanTask, FileScanTask]
@@ -186,7 +187,7 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
     batches = [_to_requested_schema(schema, projected, batch, downcast_ns_timestamp_to_us=downcast,
                                     projected_missing_fields=missing,
                                     allow_timestamp_tz_mismatch=True)
-               for batch in (table if local is None else table.take(local)).to_batches()]
+               for batch in (table if local is None else take_rows(table, local)).to_batches()]
     if not batches:
         return schema_to_pyarrow(schema, include_field_ids=False).empty_table()
     return pa.Table.from_batches(batches)
