@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ivm import WEIGHT
+from lakehouse.sources.arrow_take import take_rows
 
 
 def difference(new: pa.Table, old: pa.Table,
@@ -53,7 +54,7 @@ def difference(new: pa.Table, old: pa.Table,
     added.keep(left, equal)
     removed.keep(right, equal)
     plus, minus = added.left, removed.left
-    rows = pa.concat_tables([new.take(plus), old.take(minus)])
+    rows = pa.concat_tables([take_rows(new, plus), take_rows(old, minus)])
     weights = np.repeat(np.array([1, -1], np.int64), [len(plus), len(minus)])
     return _consolidated(rows, weights, np.concatenate([added.hashes[plus],
                                                         removed.hashes[minus]]))
