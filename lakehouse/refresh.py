@@ -29,7 +29,7 @@ from ivm import (
     used_columns,
 )
 from lakehouse.config import ViewConfig
-from lakehouse.errors import RefreshError, SnapshotExpiredError
+from lakehouse.errors import LakehouseError, RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
 from lakehouse.progress import counted, phase
 from lakehouse.sources.base import ChangeFeed, SourceReader, TickReads
@@ -137,7 +137,14 @@ def refresh_view(
     states = states if states is not None else ViewStates()
     for encoded, kinds in groups.items():
         group = _Group(json.loads(encoded), target, kinds)
-        _refresh_group(view, plan, readers, sinks, group, result, states, driver_read_max_rows)
+        try:
+            _refresh_group(view, plan, readers, sinks, group, result, states,
+                           driver_read_max_rows)
+        except LakehouseError as error:  # e.g. a source read after an earlier group committed
+            if not result.sinks or isinstance(error, RefreshError):
+                raise
+            raise RefreshError(str(error), view=view.name,
+                               committed=tuple(result.sinks)) from error
     result.duration_s = time.perf_counter() - started
     return result
 

@@ -36,3 +36,10 @@ def test_take_rows_equals_take(sizes: list[int], kind: str) -> None:
 def test_an_index_outside_the_table_is_refused(index: int) -> None:
     with pytest.raises(IndexError):
         take_rows(_chunked([60, 40]), np.array([0, index]))
+
+
+def test_columns_chunked_differently_are_taken_alike() -> None:
+    table = pa.table({"i": pa.chunked_array([[0, 1, 2], [3, 4, 5, 6]]),
+                      "s": pa.chunked_array([["a"], ["b", "c", "d", "e"], ["f", "g"]])})
+    indices = np.array([6, 0, 3, 3, 1, 5])
+    assert take_rows(table, indices).to_pylist() == table.take(indices).to_pylist()

@@ -4,7 +4,7 @@ import psutil
 import pytest
 
 from ivm import DRIVER_READ_MAX_ROWS
-from lakehouse.config import COLUMN_CACHE_MEMORY_FRACTION, DRIVER_READ_ROW_BYTES, parse_config
+from lakehouse.config import parse_config
 from lakehouse.memory import memory_limit_bytes
 
 MACHINE = psutil.virtual_memory().total
@@ -25,15 +25,20 @@ def test_a_container_limit_below_the_machine_wins(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stated", ["max\n", f"{2 * MACHINE}\n", "", "garbage"])
 def test_no_limit_or_a_larger_one_leaves_the_machine_memory(tmp_path: Path, stated: str) -> None:
     assert memory_limit_bytes(_files(tmp_path, stated)) == MACHINE
+
+
+def test_a_missing_file_states_no_limit(tmp_path: Path) -> None:
     assert memory_limit_bytes([tmp_path / "missing"]) == MACHINE
 
 
-def test_the_column_cache_and_the_driver_read_limit_follow_memory() -> None:
+def test_the_column_cache_and_the_driver_read_limit_follow_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("lakehouse.config.memory_limit_bytes", lambda: 8 << 30)
     config = parse_config({})
-    expected = int(memory_limit_bytes() * COLUMN_CACHE_MEMORY_FRACTION)
-    assert config.column_cache_bytes == expected
-    assert config.driver_read_max_rows == max(DRIVER_READ_MAX_ROWS,
-                                              expected // DRIVER_READ_ROW_BYTES)
-    large = parse_config({"column_cache_bytes": 64 << 30})
-    assert large.driver_read_max_rows == (64 << 30) // DRIVER_READ_ROW_BYTES
+    assert config.column_cache_bytes == 2 << 30  # a quarter of 8 GiB
+    assert config.driver_read_max_rows == 33_554_432  # 2 GiB / 64 bytes a row
+    monkeypatch.setattr("lakehouse.config.memory_limit_bytes", lambda: 1 << 30)
+    assert parse_config({}).driver_read_max_rows == DRIVER_READ_MAX_ROWS  # the floor
     assert parse_config({"column_cache_bytes": 0}).driver_read_max_rows == DRIVER_READ_MAX_ROWS
+    assert parse_config({"column_cache_bytes": 64 << 30}).column_cache_bytes == 64 << 30
