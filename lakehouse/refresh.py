@@ -29,7 +29,7 @@ from ivm import (
     used_columns,
 )
 from lakehouse.config import ViewConfig
-from lakehouse.errors import LakehouseError, RefreshError, SnapshotExpiredError
+from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
 from lakehouse.progress import counted, phase
 from lakehouse.sources.base import ChangeFeed, SourceReader, TickReads
@@ -137,14 +137,7 @@ def refresh_view(
     states = states if states is not None else ViewStates()
     for encoded, kinds in groups.items():
         group = _Group(json.loads(encoded), target, kinds)
-        try:
-            _refresh_group(view, plan, readers, sinks, group, result, states,
-                           driver_read_max_rows)
-        except LakehouseError as error:  # e.g. a source read after an earlier group committed
-            if not result.sinks or isinstance(error, RefreshError):
-                raise
-            raise RefreshError(str(error), view=view.name,
-                               committed=tuple(result.sinks)) from error
+        _refresh_group(view, plan, readers, sinks, group, result, states, driver_read_max_rows)
     result.duration_s = time.perf_counter() - started
     return result
 
@@ -162,13 +155,9 @@ def _refresh_group(
     view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks,
     group: _Group, result: RefreshResult, states: ViewStates, driver_read_max_rows: int,
 ) -> None:
-    expired: str | None = None
     phase("read sources", view=view.name)
     try:
-        inputs = _inputs(readers, plan, group.old or {}, group.new)
-    except SnapshotExpiredError as error:  # the change is gone: recompute from the new snapshot
-        inputs, expired = _inputs(readers, plan, {}, group.new), str(error)
-    try:
+        inputs, expired = _read_inputs(readers, plan, group)
         full_reason = expired or _full_reason(view, plan, group.old)
         if full_reason is None:
             changed_rows = _changed_rows(inputs)
@@ -193,6 +182,18 @@ def _refresh_group(
         cause = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise RefreshError(f"refresh failed: {cause}", view=view.name,
                            committed=tuple(result.sinks)) from error
+
+
+def _read_inputs(readers: Mapping[str, SourceReader], plan: ViewPlan, group: _Group
+                 ) -> tuple[dict[str, SourceInput], str | None]:
+    """The group's inputs, and why it must recompute when a change feed expired (else None).
+
+    An expired change is gone: the inputs are then the new snapshots alone.
+    """
+    try:
+        return _inputs(readers, plan, group.old or {}, group.new), None
+    except SnapshotExpiredError as error:
+        return _inputs(readers, plan, {}, group.new), str(error)
 
 
 def _recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
