@@ -43,7 +43,10 @@ def main() -> None:
     parser.add_argument("--cow-delete-below", type=float, default=1.0,
                         help="below this scale factor, the scaling run adds one copy-on-write "
                              "fixed delete, for contrast")
-    parser.add_argument("--repeats", type=int, default=3, help="fixed-change repetitions")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="fixed-change repetitions (each kind; the report takes the median)")
+    parser.add_argument("--batch-repeats", type=int, default=3,
+                        help="batches of the smallest size, per kind (the median is reported)")
     parser.add_argument("--commits", type=int, default=50, help="freshness: source commits")
     parser.add_argument("--crossover-scale-factor", type=float, default=0.1,
                         help="crossover: the TPC-H scale factor")
@@ -75,7 +78,8 @@ def _run(part: str, args: argparse.Namespace) -> dict:
                                 args.repeats, tuple(_floats(args.fractions)),
                                 tuple(_floats(args.delete_fractions)), args.delete_scaling_below,
                                 large_fraction_below=args.large_fraction_below,
-                                cow_delete_below=args.cow_delete_below)
+                                cow_delete_below=args.cow_delete_below,
+                                batch_repeats=args.batch_repeats)
     if part == "catalog":
         from tests.benchmarks import catalog_load
 

@@ -163,3 +163,15 @@ def process_cpu_s() -> float:
             continue
         total += times.user + times.system
     return total
+
+
+def median_sample(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sample of median wall time (the lower median for an even count), with every
+    sample's time under ``runs_s``."""
+    ranked = sorted(samples, key=lambda sample: sample["s"])
+    return {**ranked[(len(ranked) - 1) // 2], "runs_s": [sample["s"] for sample in samples]}
+
+
+def worst_check(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of the checks of repeated batches, the first with mismatched rows, else the last."""
+    return next((c for c in checks if any(v["mismatched"] for v in c.values())), checks[-1])

@@ -96,20 +96,22 @@ def _batches(sf: str, entry: dict[str, Any]) -> list[str]:
              "the REST catalog (query only, result not written). Ratios are full/inc and "
              "duckdb/inc (above 1: incremental is faster). *= full*, *= duckdb*: after the "
              "refreshes (untimed), the incremental view's rows equal the full view's and "
-             "DuckDB's (✓), or how many rows on either side have no equal partner (✗).", ""]
+             "DuckDB's (✓), or how many rows on either side have no equal partner (✗). *n*: "
+             "batches of that size and kind; each time is the median over them (every sample "
+             "in results.json, `runs_s`), and the check covers them all.", ""]
     rows = []
     for b in batches:
         change = b["change"]["rows"]
         for q in QUERIES:
             r = b[q]
             inc, full, duck = r["incremental"]["s"], r["full"]["s"], r["duckdb"]["s"]
-            rows.append([_pct(b["fraction"]), b["kind"],
+            rows.append([_pct(b["fraction"]), b["kind"], b.get("repeats", 1),
                          f"{change['orders']}+{change['lineitem']}", q, _s(inc), _s(full),
                          _s(duck), _x(full / inc), _x(duck / inc),
                          r["incremental"]["spark_jobs"], _check(r.get("check"), "full"),
                          _check(r.get("check"), "duckdb"), r["incremental"]["load"]])
-    lines += _table(["batch", "kind", "orders+lineitem rows", "view", "inc s", "full s",
-                     "duckdb s", "full/inc", "duckdb/inc", "inc Spark jobs", "= full",
+    lines += _table(["batch", "kind", "n", "orders+lineitem rows per batch", "view", "inc s",
+                     "full s", "duckdb s", "full/inc", "duckdb/inc", "inc Spark jobs", "= full",
                      "= duckdb", "load"], rows)
     lines += [f"![SF {sf} batches](benchmarks/tpch_sf{sf.replace('.', '_')}.png)", ""]
     _plot_batches(sf, batches)
@@ -153,10 +155,11 @@ def _scaling(tpch: dict[str, Any]) -> list[str]:
         return []
     lines = ["## Scaling: a fixed change at growing scale factors", "",
              "A fixed change of 250 orders with their line items (~1,000 lineitem rows), "
-             "inserted (median of the repeats) or deleted (merge-on-read `DELETE`), refreshed "
-             "incrementally. Goal: flat. *first delete*: the first delete after the refresher "
+             "inserted or deleted (merge-on-read `DELETE`), refreshed incrementally; each time "
+             "is the median over the repeats of that kind (every sample in results.json). "
+             "Goal: flat. *first delete*: the first delete after the refresher "
              "started, which decodes the data files' columns it then keeps "
-             "(`column_cache_bytes`); *delete*: the next one, as a running refresher sees "
+             "(`column_cache_bytes`); *delete*: the next ones, as a running refresher sees "
              "deletes. *CoW delete*: one more such delete with the "
              "tables' `write.delete.mode` set to copy-on-write for it, for contrast (smaller "
              "scale factors only). Floor: median of five one-row Spark `INSERT`s into a small "
@@ -303,7 +306,7 @@ def _crossover(part: dict[str, Any]) -> list[str]:
                          _s(full["s"]), _x(full["s"] / inc["s"]), _s(inc["cpu_s"]),
                          _s(full["cpu_s"]), _x(full["cpu_s"] / inc["cpu_s"]),
                          inc["spark_jobs"], _check(r.get("check"), "full"), inc["load"]])
-    lines += _table(["batch", "kind", "orders+lineitem rows", "view", "change rows",
+    lines += _table(["batch", "kind", "n", "orders+lineitem rows per batch", "view", "change rows",
                      "input rows", "share", "inc s", "full s", "full/inc", "inc CPU s",
                      "full CPU s", "CPU full/inc", "inc Spark jobs", "= full", "load"], rows)
     wall, cpu = crossovers(part), crossovers(part, "cpu_s")

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
+from tests.benchmarks.common import median_sample, worst_check
 from tests.benchmarks.findings import findings
 from tests.benchmarks.profile import breakdown, categorize
 from tests.benchmarks.verify import compare
@@ -75,3 +76,17 @@ def test_findings_state_measured_ratios_and_mismatches() -> None:
     assert "3 of 3 targets met" in text
     assert "inserts Q1 25.0×, Q3/Q5 25.0×" in text
     assert "1 differ from the full view: SF 1 0.1% insert q3" in text
+
+
+def test_median_sample_keeps_the_median_run_and_every_time() -> None:
+    samples = [{"s": 0.64, "spark_jobs": 2}, {"s": 0.14, "spark_jobs": 0},
+               {"s": 0.22, "spark_jobs": 1}]
+    assert median_sample(samples) == {"s": 0.22, "spark_jobs": 1, "runs_s": [0.64, 0.14, 0.22]}
+    assert median_sample(samples[:2])["s"] == 0.14  # the lower median: a measured run
+
+
+def test_worst_check_reports_a_mismatch_of_any_repeat() -> None:
+    good = {"full": {"mismatched": 0}, "duckdb": {"mismatched": 0}}
+    bad = {"full": {"mismatched": 0}, "duckdb": {"mismatched": 3}}
+    assert worst_check([good, bad, good]) is bad
+    assert worst_check([good, good]) is good
