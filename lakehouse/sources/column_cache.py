@@ -12,12 +12,15 @@ it takes: the cost then follows the change, as long as the columns fit the budge
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from cachetools import LRUCache
+from pyiceberg.schema import Schema
 
 from lakehouse.sources.key_index import KeyIndex
 
@@ -33,6 +36,36 @@ IndexKey = tuple[DataFileKey, str, int]
 DeletesKey = tuple[DataFileKey, str]
 """A position delete file (path and size), ``"positions"``."""
 
+MergedKey = tuple[str, str, frozenset[DataFileKey]]
+"""A data file's path, ``"merged deletes"``, the delete files (path and size) merged."""
+
+LayoutKey = tuple[DataFileKey, str, Hashable]
+"""A data file, ``"layout"``, what its Iceberg schema was derived with (see
+:meth:`ColumnCache.file_layout`)."""
+
+ParquetOpener = Callable[[], pq.ParquetFile]
+"""Opens a data file (or returns it, opened before): called only when a column is missing."""
+
+
+@dataclass(frozen=True)
+class FileLayout:
+    """What reading a data file's row groups needs of its Parquet footer.
+
+    Attributes:
+        row_group_rows: Rows of each row group, in file order.
+        arrow_schema: The file's Arrow schema (``ParquetFile.schema_arrow``).
+        file_schema: The file's columns as Iceberg fields (pyiceberg's ``pyarrow_to_schema``).
+    """
+
+    row_group_rows: tuple[int, ...]
+    arrow_schema: pa.Schema
+    file_schema: Schema
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the bytes kept: a few hundred per column and eight per row group."""
+        return 1024 + 256 * len(self.arrow_schema) + 8 * len(self.row_group_rows)
+
 
 @dataclass(frozen=True)
 class DeletedPositions:
@@ -44,6 +77,10 @@ class DeletedPositions:
     def nbytes(self) -> int:
         """Bytes of the position arrays."""
         return sum(positions.nbytes for positions in self.by_file.values())
+
+
+CacheKey: TypeAlias = ColumnKey | IndexKey | DeletesKey | MergedKey | LayoutKey
+Kept: TypeAlias = pa.ChunkedArray | KeyIndex | DeletedPositions | np.ndarray | FileLayout
 
 
 class ColumnCache:
@@ -59,8 +96,7 @@ class ColumnCache:
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self._columns: LRUCache[ColumnKey | IndexKey | DeletesKey,
-                                pa.ChunkedArray | KeyIndex | DeletedPositions] = LRUCache(
+        self._columns: LRUCache[CacheKey, Kept] = LRUCache(
             maxsize=max(max_bytes, 1), getsizeof=lambda kept: max(kept.nbytes, 1))
         self._lock = threading.Lock()
         self.hits = 0
@@ -71,25 +107,79 @@ class ColumnCache:
         """Bytes of the columns kept now."""
         return int(self._columns.currsize) if self.max_bytes else 0
 
-    def read_row_groups(self, parquet: pq.ParquetFile, file: DataFileKey, groups: Sequence[int],
-                        columns: Sequence[str]) -> pa.Table:
+    def read_row_groups(self, file: DataFileKey, groups: Sequence[int], columns: Sequence[str],
+                        arrow_schema: pa.Schema, parquet: ParquetOpener) -> pa.Table:
         """Row groups ``groups`` of a data file, only ``columns``, as ``read_row_groups``.
 
         Args:
-            parquet: The open data file.
-            file: Its path and size: with the row group and column, what the cache keys on.
+            file: The data file's path and size: with the row group and column, what the
+                cache keys on.
             groups: Row group indexes, in the order wanted.
             columns: Top-level column names in the file.
+            arrow_schema: The file's Arrow schema.
+            parquet: Opens the file; not called when every column asked for is kept.
 
         Returns:
             The row groups' rows, concatenated in order, with ``columns`` in that order.
         """
         if not self.max_bytes:
-            return parquet.read_row_groups(list(groups), columns=list(columns))
-        parts = [self._row_group(parquet, file, group, columns) for group in groups]
-        if not parts:
-            return parquet.schema_arrow.empty_table().select(list(columns))
-        return pa.concat_tables(parts)
+            return parquet().read_row_groups(list(groups), columns=list(columns))
+        schema = pa.schema([arrow_schema.field(name) for name in columns])
+        parts = [self._row_group(parquet, file, group, schema) for group in groups]
+        return pa.concat_tables(parts) if parts else schema.empty_table()
+
+    def merged_deletes(self, path: str, files: frozenset[DataFileKey],
+                       merge: Callable[[], np.ndarray]) -> np.ndarray:
+        """The positions of data file ``path`` that delete ``files`` delete together.
+
+        A data file's delete files accumulate (one more per delete that touches it, until
+        compaction), and a tick needs their union at its old and new snapshots and for
+        each partner read: kept, the union is computed once per set of files, and the
+        next tick's old set is this tick's new one.
+
+        Args:
+            path: The data file's path.
+            files: The delete files that apply to it (path and size).
+            merge: Computes the union (sorted, unique int64), called when it is not kept.
+
+        Returns:
+            The sorted, unique positions; read-only, shared.
+        """
+        key: MergedKey = (path, "merged deletes", files)
+        with self._lock:
+            found = self._columns.get(key)
+        if isinstance(found, np.ndarray):
+            return found
+        merged = merge()
+        merged.setflags(write=False)
+        if self.max_bytes and merged.nbytes <= self.max_bytes:
+            with self._lock:
+                self._columns[key] = merged
+        return merged
+
+    def file_layout(self, file: DataFileKey, derived_with: Hashable,
+                    read: Callable[[], FileLayout]) -> FileLayout:
+        """A data file's row group sizes and schemas, read from its footer once and kept.
+
+        Args:
+            file: The data file's path and size.
+            derived_with: What ``read`` derives the Iceberg schema with (e.g. the table's
+                name mapping): a layout kept under another value is not reused.
+            read: Reads the footer, called when no layout is kept.
+
+        Returns:
+            The layout; shared, not to be changed.
+        """
+        key: LayoutKey = (file, "layout", derived_with)
+        with self._lock:
+            found = self._columns.get(key)
+        if isinstance(found, FileLayout):
+            return found
+        layout = read()
+        if self.max_bytes and layout.nbytes <= self.max_bytes:
+            with self._lock:
+                self._columns[key] = layout
+        return layout
 
     def key_index(self, file: DataFileKey, field_id: int,
                   column: Callable[[], pa.ChunkedArray]) -> KeyIndex | None:
@@ -141,20 +231,22 @@ class ColumnCache:
                 self._columns[key] = kept
         return kept.by_file
 
-    def _row_group(self, parquet: pq.ParquetFile, file: DataFileKey, group: int,
-                   columns: Sequence[str]) -> pa.Table:
-        """One row group's ``columns``: those kept, the others read (and kept if they fit)."""
+    def _row_group(self, parquet: ParquetOpener, file: DataFileKey, group: int,
+                   schema: pa.Schema) -> pa.Table:
+        """One row group's columns of ``schema``: those kept, the others read.
+
+        A column read is kept when it fits the budget.
+        """
         with self._lock:
-            found = {name: self._columns.get((file, group, name)) for name in columns}
+            found = {name: self._columns.get((file, group, name)) for name in schema.names}
             missing = [name for name, column in found.items() if column is None]
-            self.hits += len(columns) - len(missing)
+            self.hits += len(found) - len(missing)
             self.misses += len(missing)
         if missing:
-            read = parquet.read_row_group(group, columns=missing)
+            read = parquet().read_row_group(group, columns=missing)
             with self._lock:
                 for name in missing:
                     column = found[name] = read.column(name)
                     if column.nbytes <= self.max_bytes:
                         self._columns[(file, group, name)] = column
-        schema = pa.schema([parquet.schema_arrow.field(name) for name in columns])
-        return pa.Table.from_arrays([found[name] for name in columns], schema=schema)
+        return pa.Table.from_arrays([found[name] for name in schema.names], schema=schema)

@@ -42,6 +42,7 @@ from lakehouse.sources.iceberg_positions import (
     deleted_positions,
     read_deletes,
     rows_at,
+    sorted_difference,
 )
 from lakehouse.sources.key_index import indexable
 
@@ -144,8 +145,8 @@ def _matching_positions(table: Table, task: FileScanTask, key_schema: Schema,
         assert found is not None  # keys is not empty
     else:
         found = np.arange(task.file.record_count, dtype=np.int64)
-    gone = deleted_positions(deletes, task.delete_files, task.file.file_path)
-    return np.setdiff1d(found, gone, assume_unique=True) if len(gone) else found
+    gone = deleted_positions(deletes, task.delete_files, task.file.file_path, cache)
+    return sorted_difference(found, gone)
 
 
 def _key_positions(column: pa.ChunkedArray, values: KeyValues, cache: ColumnCache | None,

@@ -17,7 +17,9 @@ or as their identity partition value).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
+from contextlib import ExitStack
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +34,7 @@ from pyiceberg.io.pyarrow import (
 )
 from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.schema import Schema, prune_columns
-from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE, FileScanTask
+from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE, FileScanTask, TableProperties
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import ListType, MapType
 from pyiceberg.utils.concurrent import ExecutorFactory
@@ -40,7 +42,7 @@ from pyiceberg.utils.config import Config
 
 from ivm import WEIGHT
 from lakehouse.sources.arrow_take import take_rows
-from lakehouse.sources.column_cache import ColumnCache
+from lakehouse.sources.column_cache import ColumnCache, DataFileKey, FileLayout, ParquetOpener
 
 TaskPair = tuple[FileScanTask, FileScanTask]
 """One data file's scan task at the old snapshot and at the new one."""
@@ -79,8 +81,9 @@ def position_changes(metadata: TableMetadata, io: FileIO, pairs: Iterable[TaskPa
     def rows(pair: TaskPair) -> pa.Table:
         before, after = pair
         path = after.file.file_path
-        gone, were = (deleted_positions(deletes, t.delete_files, path) for t in (after, before))
-        removed, restored = np.setdiff1d(gone, were), np.setdiff1d(were, gone)
+        gone, were = (deleted_positions(deletes, t.delete_files, path, cache)
+                      for t in (after, before))
+        removed, restored = sorted_difference(gone, were), sorted_difference(were, gone)
         found = rows_at(metadata, io, after.file, np.concatenate([removed, restored]), schema,
                         cache)
         weights = np.repeat(np.array([-1, 1], np.int64), [len(removed), len(restored)])
@@ -119,19 +122,42 @@ def read_deletes(io: FileIO, files: Iterable[DataFile],
     return dict(zip(unique, executor.map(read, unique.values()), strict=True))
 
 
-def deleted_positions(deletes: DeleteFiles, files: Iterable[DataFile], path: str) -> np.ndarray:
+def deleted_positions(deletes: DeleteFiles, files: Iterable[DataFile], path: str,
+                      cache: ColumnCache | None = None) -> np.ndarray:
     """The positions of data file ``path`` that the delete ``files`` delete.
 
     Args:
         deletes: From :func:`read_deletes`, holding every one of ``files``.
         files: The delete files that apply to the data file (a scan task's).
         path: The data file's path.
+        cache: Where the union is kept per set of delete files (None: computed each time).
 
     Returns:
-        Sorted, unique positions (int64).
+        Sorted, unique positions (int64); not to be changed.
     """
-    arrays = [deletes[f.file_path][path].to_numpy() for f in files if path in deletes[f.file_path]]
-    return np.unique(np.concatenate(arrays)).astype(np.int64) if arrays else np.zeros(0, np.int64)
+    applying = [f for f in files if path in deletes[f.file_path]]
+    if not applying:
+        return np.zeros(0, np.int64)
+
+    def merge() -> np.ndarray:
+        arrays = [deletes[f.file_path][path].to_numpy() for f in applying]
+        return np.unique(np.concatenate(arrays)).astype(np.int64)
+
+    if cache is None:
+        return merge()
+    return cache.merged_deletes(path, frozenset((f.file_path, f.file_size_in_bytes)
+                                                for f in applying), merge)
+
+
+def sorted_difference(values: np.ndarray, removed: np.ndarray) -> np.ndarray:
+    """The values (in their order) that sorted ``removed`` does not hold.
+
+    A binary search of each value: ``np.setdiff1d`` would sort both arrays again.
+    """
+    if not len(values) or not len(removed):
+        return values
+    at = np.minimum(np.searchsorted(removed, values), len(removed) - 1)
+    return values[removed[at] != values]
 
 
 def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
@@ -140,7 +166,8 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
     """The rows of a Parquet data file at ``positions``, projected onto ``schema``.
 
     Reads only the row groups that hold a position, and only the columns ``schema``
-    needs.
+    needs. With a cache, the file's footer is read once and a file whose columns are
+    all kept is not opened.
 
     Args:
         metadata: The table's metadata (name mapping, partition specs, format version).
@@ -149,8 +176,8 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
         positions: 0-based row positions in the file (int64), in the order wanted; None
             for every row of the file (its deleted ones too).
         schema: The Iceberg schema to project onto (by field id).
-        cache: Where the row groups' decoded columns are looked up and kept (None: they
-            are read from the file each time).
+        cache: Where the file's layout and its row groups' decoded columns are looked up
+            and kept (None: they are read from the file each time).
 
     Returns:
         One row per position, in order, with ``schema``'s columns (Arrow types as
@@ -159,31 +186,27 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
     Raises:
         IndexError: A position is past the file's last row.
     """
-    downcast = Config().get_bool(DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE)
-    downcast = downcast if downcast is not None else metadata.format_version <= 2
-    with io.new_input(data_file.file_path).open() as stream:
-        parquet = pq.ParquetFile(stream)
-        sizes = np.array([parquet.metadata.row_group(i).num_rows
-                          for i in range(parquet.num_row_groups)], np.int64)
+    downcast = _downcast(metadata)
+    file_key = (data_file.file_path, data_file.file_size_in_bytes)
+    with _LazyParquet(io, data_file.file_path) as parquet:
+        layout = file_layout(metadata, file_key, parquet, cache)
+        sizes = np.array(layout.row_group_rows, np.int64)
         if positions is None:
             groups, local = np.arange(len(sizes)), None
         else:
             groups, local = row_group_offsets(positions, sizes)
-        file_schema = pyarrow_to_schema(parquet.schema_arrow, metadata.name_mapping(),
-                                        downcast_ns_timestamp_to_us=downcast,
-                                        format_version=metadata.format_version)
-        projected = prune_columns(file_schema, _projected_ids(schema), select_full_types=False)
+        projected = prune_columns(layout.file_schema, _projected_ids(schema),
+                                  select_full_types=False)
         # with no column of ``schema`` in the file, one of its columns still counts the rows
-        names = [c.name for c in projected.columns] or parquet.schema_arrow.names[:1]
+        names = [c.name for c in projected.columns] or layout.arrow_schema.names[:1]
         if cache is None:
-            table = parquet.read_row_groups(groups.tolist(), columns=names)
+            table = parquet().read_row_groups(groups.tolist(), columns=names)
         else:
-            table = cache.read_row_groups(parquet, (data_file.file_path,
-                                                    data_file.file_size_in_bytes),
-                                          groups.tolist(), names)
+            table = cache.read_row_groups(file_key, groups.tolist(), names,
+                                          layout.arrow_schema, parquet)
     missing = _get_column_projection_values(
         data_file, schema, metadata.schema(), metadata.specs().get(data_file.spec_id),
-        file_schema.field_ids)
+        layout.file_schema.field_ids)
     batches = [_to_requested_schema(schema, projected, batch, downcast_ns_timestamp_to_us=downcast,
                                     projected_missing_fields=missing,
                                     allow_timestamp_tz_mismatch=True)
@@ -191,6 +214,69 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
     if not batches:
         return schema_to_pyarrow(schema, include_field_ids=False).empty_table()
     return pa.Table.from_batches(batches)
+
+
+def file_layout(metadata: TableMetadata, file: DataFileKey, parquet: ParquetOpener,
+                cache: ColumnCache | None = None) -> FileLayout:
+    """A data file's row group sizes, Arrow schema and Iceberg schema, footer read once.
+
+    The Iceberg schema is the file's columns by field id, or by the table's name mapping
+    for a file written without ids (pyiceberg's ``pyarrow_to_schema``). With a cache, a
+    kept layout is returned without calling ``parquet``.
+    """
+    downcast = _downcast(metadata)
+
+    def read() -> FileLayout:
+        footer = parquet()
+        file_schema = pyarrow_to_schema(footer.schema_arrow, metadata.name_mapping(),
+                                        downcast_ns_timestamp_to_us=downcast,
+                                        format_version=metadata.format_version)
+        return FileLayout(tuple(footer.metadata.row_group(i).num_rows
+                                for i in range(footer.num_row_groups)),
+                          footer.schema_arrow, file_schema)
+
+    if cache is None:
+        return read()
+    derived_with = (downcast, metadata.format_version,
+                    metadata.properties.get(TableProperties.DEFAULT_NAME_MAPPING))
+    return cache.file_layout(file, derived_with, read)
+
+
+def _downcast(metadata: TableMetadata) -> bool:
+    """Whether nanosecond timestamps read as microseconds (pyiceberg's rule for a scan)."""
+    downcast = _downcast_setting()
+    return downcast if downcast is not None else metadata.format_version <= 2
+
+
+@functools.cache
+def _downcast_setting() -> bool | None:
+    """The ``downcast-ns-timestamp-to-us-on-write`` setting of pyiceberg, read once per process.
+
+    As pyiceberg reads ``max-workers``: reading its configuration costs a pass over the
+    environment and the ``.pyiceberg.yaml`` file, and rows are read per data file.
+    """
+    return Config().get_bool(DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE)
+
+
+class _LazyParquet:
+    """A data file opened on first call and closed on exit: kept columns need no open."""
+
+    def __init__(self, io: FileIO, path: str):
+        self._io, self._path = io, path
+        self._stack = ExitStack()
+        self._file: pq.ParquetFile | None = None
+
+    def __call__(self) -> pq.ParquetFile:
+        if self._file is None:
+            stream = self._stack.enter_context(self._io.new_input(self._path).open())
+            self._file = pq.ParquetFile(stream)
+        return self._file
+
+    def __enter__(self) -> _LazyParquet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
 
 
 def row_group_offsets(positions: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.catalog.sql import SqlCatalog
@@ -17,7 +18,7 @@ from pyiceberg.types import LongType
 from ivm import KeyValues
 from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_keys import key_mask, rows_for_keys
-from lakehouse.sources.iceberg_positions import rows_at
+from lakehouse.sources.iceberg_positions import rows_at, sorted_difference
 
 values = st.lists(st.one_of(st.none(), st.integers(-50, 50)), max_size=60)
 
@@ -78,3 +79,29 @@ def test_partner_reads_without_keys_and_files_without_the_columns_keep_every_row
     for cache in (None, ColumnCache(1 << 20)):
         nulls = rows_at(table.metadata, table.io, task.file, np.array([0, 2]), later, cache)
         assert nulls.to_pylist() == [{"later": None}, {"later": None}]
+
+
+def test_a_data_file_whose_columns_are_kept_is_read_without_opening_it(tmp_path: Path) -> None:
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=tmp_path.as_uri())
+    catalog.create_namespace("ns")
+    rows = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "v": ["a", "b", "c", "d"]})
+    table = catalog.create_table("ns.t", schema=rows.schema)
+    table.append(rows)
+    task = next(iter(table.scan().plan_files()))
+    ids, both = table.schema().select("id"), table.schema()
+    cache = ColumnCache(1 << 20)
+    first = rows_at(table.metadata, table.io, task.file, np.array([3, 1]), ids, cache)
+    Path(task.file.file_path.removeprefix("file:")).unlink()
+    again = rows_at(table.metadata, table.io, task.file, np.array([3, 1]), ids, cache)
+    assert again.equals(first) and again["id"].to_pylist() == [4, 2]
+    with pytest.raises(FileNotFoundError):  # ``v`` is not kept: the file is opened
+        rows_at(table.metadata, table.io, task.file, np.array([0]), both, cache)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(0, 80), unique=True),
+       removed=st.lists(st.integers(0, 80), unique=True))
+def test_sorted_difference_is_setdiff(values: list[int], removed: list[int]) -> None:
+    array = np.array(values, np.int64)
+    found = sorted_difference(array, np.array(sorted(removed), np.int64))
+    assert found.tolist() == [v for v in values if v not in set(removed)]
