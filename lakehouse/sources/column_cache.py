@@ -86,6 +86,10 @@ Kept: TypeAlias = pa.ChunkedArray | KeyIndex | DeletedPositions | np.ndarray | F
 class ColumnCache:
     """Decoded Parquet columns by data file, row group and column; least recently used out.
 
+    In the same budget: the sorted index of a data file's key column, the positions of
+    each position delete file and their union per data file, and each data file's
+    footer layout. All derive from files that never change once written.
+
     Safe to share between threads (a tick reads data files in parallel) and between the
     readers of several sources: the budget is for the whole process.
 
