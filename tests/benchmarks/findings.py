@@ -440,8 +440,10 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "versions, the schema check and the change feeds share the load), decodes only "
             "the manifests and position delete files written since the last tick (their "
             "entries and positions are kept, `lakehouse/sources/manifest_cache.py` and "
-            "`column_cache.py`), and resolves no snapshot in Spark unless a Spark query reads "
-            "it. What remains is a catalog round trip per source and two for the view table "
+            "`column_cache.py`, with the union of each data file's deleted positions and its "
+            "footer, so a data file whose columns are kept is not opened), and resolves no "
+            "snapshot in Spark unless a Spark query reads it. What remains is a catalog "
+            "round trip per source and two for the view table "
             "(its frontier, the commit), the Delta sink's log read and commit (after the "
             "Iceberg one: the crash test's failpoints sit between them), and the partner "
             "reads: each a few milliseconds, Python-bound on 2 cores.", ""]
