@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +44,12 @@ LayoutKey = tuple[DataFileKey, str, Hashable]
 :meth:`ColumnCache.file_layout`)."""
 
 ParquetOpener = Callable[[], pq.ParquetFile]
-"""Opens a data file (or returns it, opened before): called only when a column is missing."""
+"""Opens a data file (or returns it, opened before): called only when a column or the
+footer layout asked for is not kept."""
+
+KEY_ENTRY_BYTES = 160
+"""Counted per delete file named in a :class:`MergedDeletes` entry's key (a path string, a
+size and the tuple and set slot holding them), besides the path's characters."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,29 @@ class FileLayout:
 
     @property
     def nbytes(self) -> int:
-        """An estimate of the bytes kept: a few hundred per column and eight per row group."""
-        return 1024 + 256 * len(self.arrow_schema) + 8 * len(self.row_group_rows)
+        """An estimate of the bytes kept: 1.5 KiB per field, eight per row group.
+
+        Measured: pyiceberg's field objects dominate.
+        """
+        return 2048 + 1536 * len(self.file_schema.field_ids) + 8 * len(self.row_group_rows)
+
+
+@dataclass(frozen=True)
+class MergedDeletes:
+    """The sorted, unique positions that several delete files delete in one data file.
+
+    Attributes:
+        positions: The positions (int64, read-only).
+        key_bytes: What the entry's key costs (it names every delete file merged).
+    """
+
+    positions: np.ndarray
+    key_bytes: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the positions and of the key."""
+        return int(self.positions.nbytes) + self.key_bytes
 
 
 @dataclass(frozen=True)
@@ -80,7 +106,8 @@ class DeletedPositions:
 
 
 CacheKey: TypeAlias = ColumnKey | IndexKey | DeletesKey | MergedKey | LayoutKey
-Kept: TypeAlias = pa.ChunkedArray | KeyIndex | DeletedPositions | np.ndarray | FileLayout
+Kept: TypeAlias = pa.ChunkedArray | KeyIndex | DeletedPositions | MergedDeletes | FileLayout
+_Entry = TypeVar("_Entry", KeyIndex, DeletedPositions, MergedDeletes, FileLayout)
 
 
 class ColumnCache:
@@ -94,8 +121,9 @@ class ColumnCache:
     readers of several sources: the budget is for the whole process.
 
     Args:
-        max_bytes: Most bytes of Arrow buffers kept (``pa.ChunkedArray.nbytes``); 0 keeps
-            nothing. A column larger than the budget is read but not kept.
+        max_bytes: Most bytes kept: the columns' Arrow buffers (``pa.ChunkedArray.nbytes``),
+            the indexes' and positions' numpy arrays, and estimates for footers and keys;
+            0 keeps nothing. An entry larger than the budget is built but not kept.
     """
 
     def __init__(self, max_bytes: int):
@@ -108,7 +136,7 @@ class ColumnCache:
 
     @property
     def size_bytes(self) -> int:
-        """Bytes of the columns kept now."""
+        """Bytes kept now, as counted against ``max_bytes``."""
         return int(self._columns.currsize) if self.max_bytes else 0
 
     def read_row_groups(self, file: DataFileKey, groups: Sequence[int], columns: Sequence[str],
@@ -149,17 +177,14 @@ class ColumnCache:
         Returns:
             The sorted, unique positions; read-only, shared.
         """
+        def build() -> MergedDeletes:
+            positions = merge()
+            positions.setflags(write=False)
+            key_bytes = len(path) + sum(KEY_ENTRY_BYTES + len(name) for name, _ in files)
+            return MergedDeletes(positions, key_bytes)
+
         key: MergedKey = (path, "merged deletes", files)
-        with self._lock:
-            found = self._columns.get(key)
-        if isinstance(found, np.ndarray):
-            return found
-        merged = merge()
-        merged.setflags(write=False)
-        if self.max_bytes and merged.nbytes <= self.max_bytes:
-            with self._lock:
-                self._columns[key] = merged
-        return merged
+        return self._kept(key, MergedDeletes, build).positions
 
     def file_layout(self, file: DataFileKey, derived_with: Hashable,
                     read: Callable[[], FileLayout]) -> FileLayout:
@@ -175,15 +200,7 @@ class ColumnCache:
             The layout; shared, not to be changed.
         """
         key: LayoutKey = (file, "layout", derived_with)
-        with self._lock:
-            found = self._columns.get(key)
-        if isinstance(found, FileLayout):
-            return found
-        layout = read()
-        if self.max_bytes and layout.nbytes <= self.max_bytes:
-            with self._lock:
-                self._columns[key] = layout
-        return layout
+        return self._kept(key, FileLayout, read)
 
     def key_index(self, file: DataFileKey, field_id: int,
                   column: Callable[[], pa.ChunkedArray]) -> KeyIndex | None:
@@ -202,15 +219,7 @@ class ColumnCache:
         if not self.max_bytes:
             return None
         key: IndexKey = (file, "key index", field_id)
-        with self._lock:
-            found = self._columns.get(key)
-        if isinstance(found, KeyIndex):
-            return found
-        index = KeyIndex.build(column())
-        if index.nbytes <= self.max_bytes:
-            with self._lock:
-                self._columns[key] = index
-        return index
+        return self._kept(key, KeyIndex, lambda: KeyIndex.build(column()))
 
     def deleted_positions(self, file: DataFileKey,
                           read: Callable[[], dict[str, pa.ChunkedArray]]
@@ -225,15 +234,22 @@ class ColumnCache:
             By data file path, the deleted positions (int64); shared, not to be changed.
         """
         key: DeletesKey = (file, "positions")
+        return self._kept(key, DeletedPositions, lambda: DeletedPositions(read())).by_file
+
+    def _kept(self, key: CacheKey, kind: type[_Entry], build: Callable[[], _Entry]) -> _Entry:
+        """The entry kept under ``key``, or ``build()``'s, kept when it fits the budget.
+
+        Two threads missing the same key both build it; the last one kept stays.
+        """
         with self._lock:
             found = self._columns.get(key)
-        if isinstance(found, DeletedPositions):
-            return found.by_file
-        kept = DeletedPositions(read())
-        if self.max_bytes and kept.nbytes <= self.max_bytes:
+        if isinstance(found, kind):
+            return found
+        built = build()
+        if self.max_bytes and built.nbytes <= self.max_bytes:
             with self._lock:
-                self._columns[key] = kept
-        return kept.by_file
+                self._columns[key] = built
+        return built
 
     def _row_group(self, parquet: ParquetOpener, file: DataFileKey, group: int,
                    schema: pa.Schema) -> pa.Table:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from contextlib import ExitStack
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -150,9 +151,14 @@ def deleted_positions(deletes: DeleteFiles, files: Iterable[DataFile], path: str
 
 
 def sorted_difference(values: np.ndarray, removed: np.ndarray) -> np.ndarray:
-    """The values (in their order) that sorted ``removed`` does not hold.
+    """The values that ``removed`` does not hold (``np.setdiff1d`` without the sorts).
 
-    A binary search of each value: ``np.setdiff1d`` would sort both arrays again.
+    Args:
+        values: Positions, in any order.
+        removed: Sorted positions.
+
+    Returns:
+        ``values`` without those in ``removed``, in their order: a binary search of each.
     """
     if not len(values) or not len(removed):
         return values
@@ -189,7 +195,7 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
     downcast = _downcast(metadata)
     file_key = (data_file.file_path, data_file.file_size_in_bytes)
     with _LazyParquet(io, data_file.file_path) as parquet:
-        layout = file_layout(metadata, file_key, parquet, cache)
+        layout = file_layout(metadata, file_key, parquet, cache, downcast)
         sizes = np.array(layout.row_group_rows, np.int64)
         if positions is None:
             groups, local = np.arange(len(sizes)), None
@@ -217,14 +223,23 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
 
 
 def file_layout(metadata: TableMetadata, file: DataFileKey, parquet: ParquetOpener,
-                cache: ColumnCache | None = None) -> FileLayout:
+                cache: ColumnCache | None = None, downcast: bool | None = None) -> FileLayout:
     """A data file's row group sizes, Arrow schema and Iceberg schema, footer read once.
 
-    The Iceberg schema is the file's columns by field id, or by the table's name mapping
-    for a file written without ids (pyiceberg's ``pyarrow_to_schema``). With a cache, a
-    kept layout is returned without calling ``parquet``.
+    Args:
+        metadata: The table's metadata (name mapping, format version).
+        file: The data file's path and size.
+        parquet: Opens the data file; not called when the cache keeps its layout.
+        cache: Where the layout is kept (None: the footer is read each time).
+        downcast: Whether nanosecond timestamps read as microseconds; None: pyiceberg's
+            setting for the table.
+
+    Returns:
+        The layout. Its Iceberg schema is the file's columns by field id, or by the
+        table's name mapping for a file written without ids (pyiceberg's
+        ``pyarrow_to_schema``).
     """
-    downcast = _downcast(metadata)
+    downcast = _downcast(metadata) if downcast is None else downcast
 
     def read() -> FileLayout:
         footer = parquet()
@@ -253,7 +268,9 @@ def _downcast_setting() -> bool | None:
     """The ``downcast-ns-timestamp-to-us-on-write`` setting of pyiceberg, read once per process.
 
     As pyiceberg reads ``max-workers``: reading its configuration costs a pass over the
-    environment and the ``.pyiceberg.yaml`` file, and rows are read per data file.
+    environment and the ``.pyiceberg.yaml`` file, and rows are read per data file. Unlike
+    pyiceberg's scans, a change of the setting after the first read is not seen until
+    ``_downcast_setting.cache_clear()``.
     """
     return Config().get_bool(DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE)
 
@@ -275,8 +292,8 @@ class _LazyParquet:
     def __enter__(self) -> _LazyParquet:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._stack.__exit__(*exc)
 
 
 def row_group_offsets(positions: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

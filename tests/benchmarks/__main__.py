@@ -2,7 +2,7 @@
 
 The defaults (what ``make bench`` runs) take about 25 minutes on 2 cores (more under load,
 and the first time, which generates 1 GB of TPC-H Parquet): TPC-H SF 0.1 and 1 (batches of
-0.1%, 1% and, at SF 0.1, 10%) and the fixed changes at SF 3 (about 15 minutes, SF 3 seven of
+0.1%, 1% and 10%) and the fixed changes at SF 3 (about 15 minutes, SF 3 seven of
 them), the catalog load test (4 minutes), 50 freshness commits, and the crossover of
 incremental and full refreshes (batches of 5% to 60% at SF 0.1, 3 minutes).
 ``--parts tpch,freshness`` leaves the other results as they are.
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--batch-scale-factors", default="0.1,1",
                         help="scale factors that also run the 0.1%%/1%%/10%% batches")
     parser.add_argument("--fractions", default="0.001,0.01,0.1", help="batch sizes")
-    parser.add_argument("--large-fraction-below", type=float, default=1.0,
+    parser.add_argument("--large-fraction-below", type=float, default=10.0,
                         help="batch sizes of 10%% and more only below this scale factor")
     parser.add_argument("--delete-fractions", default="0.001,0.01,0.1",
                         help="batch sizes that also run RF2 (merge-on-read deletes)")

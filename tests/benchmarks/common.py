@@ -166,8 +166,10 @@ def process_cpu_s() -> float:
 
 
 def median_sample(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """The sample of median wall time (the lower median for an even count), with every
-    sample's time under ``runs_s``."""
+    """The sample of median wall time, with every sample's time under ``runs_s``.
+
+    The lower median for an even count: a measured run, not an average of two.
+    """
     ranked = sorted(samples, key=lambda sample: sample["s"])
     return {**ranked[(len(ranked) - 1) // 2], "runs_s": [sample["s"] for sample in samples]}
 

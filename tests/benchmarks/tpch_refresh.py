@@ -410,7 +410,7 @@ def fresh_catalog(name: str) -> Iterator[tuple[str, Path]]:
 def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: int = 5,
         fractions: tuple[float, ...] = FRACTIONS, delete_fractions: tuple[float, ...] = FRACTIONS,
         delete_scaling_below: float = 10.0, profile_deletes: tuple[str, ...] = tuple(QUERIES),
-        large_fraction_below: float = 1.0, cow_delete_below: float = 1.0,
+        large_fraction_below: float = 10.0, cow_delete_below: float = 1.0,
         batch_repeats: int = 3) -> dict[str, Any]:
     """Every scale factor in one catalog and one Spark session; results by scale factor.
 

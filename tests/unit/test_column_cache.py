@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.schema import Schema
 
-from lakehouse.sources.column_cache import ColumnCache, FileLayout
+from lakehouse.sources.column_cache import KEY_ENTRY_BYTES, ColumnCache, FileLayout
 
 
 def key(path: Path) -> tuple[str, int]:
@@ -140,6 +140,8 @@ def test_merged_deletes_are_kept_per_set_of_delete_files() -> None:
     files = frozenset({("d1.parquet", 10), ("d2.parquet", 20)})
     first = cache.merged_deletes("a.parquet", files, merge)
     assert cache.merged_deletes("a.parquet", files, merge) is first and len(merges) == 1
+    # the key names every delete file: it counts against the budget with the positions
+    assert cache.size_bytes == 24 + len("a.parquet") + 2 * (KEY_ENTRY_BYTES + len("d1.parquet"))
     with pytest.raises(ValueError):
         first[0] = 3  # shared: read-only
     cache.merged_deletes("a.parquet", files | {("d3.parquet", 30)}, merge)  # one more delete
