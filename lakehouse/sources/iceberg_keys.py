@@ -13,7 +13,8 @@ reading the partner at the snapshot without the deleted rows decodes little else
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -130,14 +131,18 @@ def _matching_positions(table: Table, task: FileScanTask, key_schema: Schema,
                         cache: ColumnCache | None) -> np.ndarray:
     """Live positions of the task's data file whose key columns match ``keys`` (sorted).
 
-    Without keys (a partner the change does not restrict), every live position.
+    Without keys (a partner the change does not restrict), every live position. The key
+    columns are read only if a key has no kept index.
     """
     if keys:
-        key_rows = rows_at(table.metadata, table.io, task.file, None, key_schema, cache)
+        key_rows = functools.cache(lambda: rows_at(table.metadata, table.io, task.file, None,
+                                                   key_schema, cache))
+        types = schema_to_pyarrow(key_schema, include_field_ids=False)
         found: np.ndarray | None = None
         for name, values in keys.items():
             field = key_schema.find_field(name, case_sensitive=False)
-            matching = _key_positions(key_rows.column(field.name), values, cache,
+            column = functools.partial(_column_of, key_rows, field.name)
+            matching = _key_positions(column, types.field(field.name).type, values, cache,
                                       (task.file.file_path, task.file.file_size_in_bytes),
                                       field.field_id)
             found = matching if found is None else np.intersect1d(found, matching,
@@ -149,19 +154,24 @@ def _matching_positions(table: Table, task: FileScanTask, key_schema: Schema,
     return sorted_difference(found, gone)
 
 
-def _key_positions(column: pa.ChunkedArray, values: KeyValues, cache: ColumnCache | None,
-                   file: DataFileKey, field_id: int) -> np.ndarray:
-    """Sorted positions of ``column`` matching ``values``.
+def _key_positions(column: Callable[[], pa.ChunkedArray], column_type: pa.DataType,
+                   values: KeyValues, cache: ColumnCache | None, file: DataFileKey,
+                   field_id: int) -> np.ndarray:
+    """Sorted positions of a key column (read by ``column``) matching ``values``.
 
-    By the file's kept :class:`.KeyIndex` when the column can have one, else by
-    comparing every value.
+    By the file's kept :class:`.KeyIndex` when the column can have one (the column is
+    then read only to build it), else by comparing every value.
     """
-    if cache is not None and indexable(column.type):
-        index = cache.key_index(file, field_id, lambda: column)
+    if cache is not None and indexable(column_type):
+        index = cache.key_index(file, field_id, column)
         found = index.lookup(values) if index is not None else None
         if found is not None:
             return found
-    return np.flatnonzero(key_mask(column, values).to_numpy(zero_copy_only=False))
+    return np.flatnonzero(key_mask(column(), values).to_numpy(zero_copy_only=False))
+
+
+def _column_of(rows: Callable[[], pa.Table], name: str) -> pa.ChunkedArray:
+    return rows().column(name)
 
 
 def key_mask(column: pa.ChunkedArray, values: KeyValues) -> pa.Array:
