@@ -223,7 +223,7 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
 
 
 def file_layout(metadata: TableMetadata, file: DataFileKey, parquet: ParquetOpener,
-                cache: ColumnCache | None = None, downcast: bool | None = None) -> FileLayout:
+                cache: ColumnCache | None, downcast: bool) -> FileLayout:
     """A data file's row group sizes, Arrow schema and Iceberg schema, footer read once.
 
     Args:
@@ -231,16 +231,14 @@ def file_layout(metadata: TableMetadata, file: DataFileKey, parquet: ParquetOpen
         file: The data file's path and size.
         parquet: Opens the data file; not called when the cache keeps its layout.
         cache: Where the layout is kept (None: the footer is read each time).
-        downcast: Whether nanosecond timestamps read as microseconds; None: pyiceberg's
-            setting for the table.
+        downcast: Whether nanosecond timestamps read as microseconds (pyiceberg's setting
+            for the table).
 
     Returns:
         The layout. Its Iceberg schema is the file's columns by field id, or by the
         table's name mapping for a file written without ids (pyiceberg's
         ``pyarrow_to_schema``).
     """
-    downcast = _downcast(metadata) if downcast is None else downcast
-
     def read() -> FileLayout:
         footer = parquet()
         file_schema = pyarrow_to_schema(footer.schema_arrow, metadata.name_mapping(),
