@@ -13,7 +13,9 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The Spark jars (lakehouse/spark/pom.xml), resolved with Maven once into the user's cache.
 env: $(STAMP)
+	$(BIN)/lakehouse jars >/dev/null
 
 demo: env
 	$(BIN)/lakehouse demo --dir demo

@@ -1,4 +1,4 @@
-"""``lakehouse``: run, tick, status, explain, serve and demo."""
+"""``lakehouse``: run, tick, status, explain, serve, demo and jars."""
 
 from __future__ import annotations
 
@@ -199,3 +199,18 @@ def demo(
         raise _fail(error) from None
     if not ok:
         sys.exit(1)
+
+
+@app.command()
+def jars(
+    packages: Annotated[bool, typer.Option(
+        "--packages", help="Print the Maven coordinates for spark.jars.packages instead.")] = False,
+) -> None:
+    """Resolve the Spark jars (Iceberg, Delta, S3A) with Maven once, and print their paths."""
+    from lakehouse.spark.jars import maven_coordinates, spark_jars
+
+    try:
+        lines = maven_coordinates() if packages else [str(jar) for jar in spark_jars()]
+    except LakehouseError as error:
+        raise _fail(error) from None
+    print(",".join(lines) if packages else "\n".join(lines))

@@ -93,8 +93,10 @@ class SparkConfig(_Strict):
         master: Spark master URL (``local[2]``, ``spark://host:7077``...).
         catalog_name: Name of the Iceberg catalog inside Spark SQL.
         conf: Extra Spark properties.
-        jars: Jar paths to use instead of the offline-assembled Iceberg runtime.
-        jars_packages: Maven coordinates for ``spark.jars.packages`` (needs Maven access).
+        jars: Jar paths for ``spark.jars`` instead of those resolved from the package's Maven
+            manifest (:func:`lakehouse.spark.jars.spark_jars`).
+        jars_packages: Maven coordinates for ``spark.jars.packages``, resolved by Spark itself
+            instead (:func:`lakehouse.spark.jars.maven_coordinates` lists them).
         log_level: Spark's log level once the session runs.
     """
 

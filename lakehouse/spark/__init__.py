@@ -1,11 +1,11 @@
-"""Spark for the lakehouse: the offline Iceberg classpath and session construction.
+"""Spark for the lakehouse: the Maven-resolved classpath and session construction.
 
-``iceberg_spark_jars()`` returns the jars (building the shaded extras jar once per user);
-``build_spark_session(...)`` starts a session wired to one Iceberg catalog. Importing this
-package does not import pyspark.
+``spark_jars()`` returns the Iceberg, Delta and S3A jars (resolved with Maven once per user
+from the package's ``pom.xml``); ``build_spark_session(...)`` starts a session wired to one
+Iceberg catalog, with Delta's extensions. Importing this package does not import pyspark.
 """
 
-from lakehouse.spark.jars import iceberg_spark_jars
+from lakehouse.spark.jars import maven_coordinates, spark_jars
 from lakehouse.spark.session import build_spark_session
 
-__all__ = ["build_spark_session", "iceberg_spark_jars"]
+__all__ = ["build_spark_session", "maven_coordinates", "spark_jars"]

@@ -8,14 +8,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse.spark.jars import iceberg_spark_jars
+from lakehouse.spark.jars import spark_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ICEBERG_EXTENSIONS", "build_spark_session", "iceberg_session_conf"]
+__all__ = [
+    "DELTA_EXTENSIONS",
+    "ICEBERG_EXTENSIONS",
+    "build_spark_session",
+    "iceberg_session_conf",
+]
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+DELTA_EXTENSIONS = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG_CLASS = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 ICEBERG_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 # Small-machine defaults; any of them can be overridden through ``extra_conf``.
 DEFAULT_CONF: Mapping[str, str] = {
@@ -39,7 +46,11 @@ def iceberg_session_conf(
     jars: Sequence[Path] = (),
     jars_packages: str | None = None,
 ) -> dict[str, str]:
-    """Return the Spark configuration for one Iceberg catalog (without small-machine defaults).
+    """Return the Spark configuration for one Iceberg catalog and Delta (no small-machine defaults).
+
+    Both session extensions are installed (Iceberg's procedures and ``MERGE``; Delta's SQL and
+    ``DeltaTable``) and ``spark_catalog`` is Delta's, so ``delta.`<path>``` tables resolve
+    while the Iceberg catalog stays the default one.
 
     Args:
         catalog_name: The Spark catalog name, also made the default catalog.
@@ -55,7 +66,8 @@ def iceberg_session_conf(
     """
     prefix = f"spark.sql.catalog.{catalog_name}"
     conf = {
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        "spark.sql.extensions": f"{ICEBERG_EXTENSIONS},{DELTA_EXTENSIONS}",
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG_CLASS,
         prefix: ICEBERG_CATALOG_CLASS,
         f"{prefix}.type": catalog_type,
         f"{prefix}.warehouse": warehouse,
@@ -84,9 +96,9 @@ def build_spark_session(
     jars: Sequence[Path] | None = None,
     jars_packages: str | None = None,
 ) -> SparkSession:
-    """Start (or reuse) a Spark session with Iceberg and one Iceberg catalog as default.
+    """Start (or reuse) a Spark session with Iceberg, Delta and one Iceberg catalog as default.
 
-    Jars default to :func:`lakehouse.spark.jars.iceberg_spark_jars` (offline) unless
+    Jars default to :func:`lakehouse.spark.jars.spark_jars` (resolved with Maven once) unless
     ``jars_packages`` names Maven coordinates. Workers run this interpreter
     (``PYSPARK_PYTHON``), so they see the same pyarrow. Jars, extensions and driver memory only
     apply to the first session of a process; catalog settings apply to a reused one too.
@@ -100,19 +112,19 @@ def build_spark_session(
         catalog_type: ``rest`` (default), ``hadoop`` or ``jdbc``.
         extra_conf: More Spark settings; they override the defaults (``spark.driver.memory``
             is ``2g`` unless set here).
-        jars: Jars for ``spark.jars``; default: the offline Iceberg jars.
+        jars: Jars for ``spark.jars``; default: :func:`lakehouse.spark.jars.spark_jars`.
         jars_packages: Maven coordinates for ``spark.jars.packages``, used instead of jars.
 
     Returns:
         The session, with log level WARN.
 
     Raises:
-        lakehouse.errors.SparkClasspathError: If the offline jars cannot be assembled.
+        lakehouse.errors.SparkClasspathError: If the jars cannot be resolved.
     """
     from pyspark.sql import SparkSession
 
     if jars is None and not jars_packages:
-        jars = iceberg_spark_jars()
+        jars = spark_jars()
     conf = {
         **DEFAULT_CONF,
         **iceberg_session_conf(

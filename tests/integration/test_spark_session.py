@@ -1,4 +1,4 @@
-"""A real Spark session on the offline Iceberg jars: hadoop catalog, then the REST catalog."""
+"""A real Spark session on the Maven-resolved jars: hadoop catalog, then the REST catalog."""
 
 from __future__ import annotations
 
