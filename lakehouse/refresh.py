@@ -12,9 +12,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from operator import methodcaller
 from typing import Literal
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
 
 from ivm import (
     DRIVER_READ_MAX_ROWS,
@@ -285,51 +288,63 @@ def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan,
            committed: list[str]) -> int:
     """Commit a view delta to the group's sinks; returns its rows (+ and -).
 
-    The delta is collected to Arrow once (unless it was computed there), for both sinks;
-    the Iceberg sink writes it with pyiceberg (one commit), or with Spark when it is
-    larger than the sink's Arrow limit (which then evaluates the delta again: a rare,
-    large refresh). Each sink's kind is appended to ``committed`` once its commit landed.
+    Where the tick computed the delta decides how every sink commits it, in this one place:
+    a delta in Arrow (computed on the driver) is committed from Arrow (pyiceberg, delta-rs);
+    one on Spark is materialized once on the executors, then the Iceberg sink collects it
+    when small (else MERGEs it with Spark) and the Delta sink commits it with delta-spark
+    from the executors. Each sink's kind is appended to ``committed`` once its commit landed.
     """
-    changes = delta.to_arrow()
-    counted(changes.num_rows)
-    failpoint("before-iceberg-commit")
-    if "iceberg" in group.kinds and sinks.iceberg is not None:
-        phase("Iceberg commit")
-        sinks.iceberg.ensure_table(changes.schema.remove(changes.schema.get_field_index(WEIGHT)))
-        if changes.num_rows <= sinks.iceberg.arrow_max_rows:
-            sinks.iceberg.apply_arrow(changes, plan.key, group.new)
-        else:
-            sinks.iceberg.apply(delta.rows, plan.key, group.new)
-        committed.append("iceberg")
-    failpoint("between-sink-commits")
-    if "delta" in group.kinds and sinks.delta is not None:
-        phase("Delta commit")
-        sinks.delta.apply(changes, plan.key, group.new)
-        committed.append("delta")
-    failpoint("after-sink-commits")
-    return changes.num_rows
+    if delta.arrow is not None:
+        changes = delta.arrow
+        schema: pa.Schema | StructType = changes.schema.remove(
+            changes.schema.get_field_index(WEIGHT))
+        rows = changes.num_rows
+        commit = methodcaller("apply_arrow", changes, plan.key, group.new)
+    else:
+        frame = delta.rows.localCheckpoint(eager=True)
+        schema, rows = frame.drop(WEIGHT).schema, frame.count()
+        commit = methodcaller("apply", frame, plan.key, group.new)
+    counted(rows)
+    _commit(sinks, group, schema, commit, committed)
+    return rows
 
 
 def _replace(sinks: ViewSinks, group: _Group, view: Maintained, committed: list[str]) -> int:
     """Replace the group's sinks' content by the view's rows; returns their number.
 
+    As :func:`_apply`: rows in Arrow are committed from Arrow, rows on Spark from Spark.
     Each sink's kind is appended to ``committed`` once its commit landed.
     """
-    content = view.to_arrow()
-    counted(content.num_rows)
+    if view.arrow is not None:
+        content = view.arrow
+        schema: pa.Schema | StructType = content.schema
+        rows = content.num_rows
+        commit = methodcaller("replace_arrow", content, group.new)
+    else:
+        frame = view.rows.localCheckpoint(eager=True)
+        schema, rows = frame.schema, frame.count()
+        commit = methodcaller("replace", frame, group.new)
+    counted(rows)
+    _commit(sinks, group, schema, commit, committed)
+    return rows
+
+
+def _commit(sinks: ViewSinks, group: _Group, schema: pa.Schema | StructType,
+            commit: methodcaller, committed: list[str]) -> None:
+    """Call ``commit`` on the group's Iceberg sink (created with ``schema``), then Delta sink.
+
+    Both sink kinds commit a delta by ``apply``/``apply_arrow`` and content by
+    ``replace``/``replace_arrow``.
+    """
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:
         phase("Iceberg commit")
-        sinks.iceberg.ensure_table(content.schema)
-        if content.num_rows <= sinks.iceberg.arrow_max_rows:
-            sinks.iceberg.replace_arrow(content, group.new)
-        else:
-            sinks.iceberg.replace(view.rows, group.new)
+        sinks.iceberg.ensure_table(schema)
+        commit(sinks.iceberg)
         committed.append("iceberg")
     failpoint("between-sink-commits")
     if "delta" in group.kinds and sinks.delta is not None:
         phase("Delta commit")
-        sinks.delta.replace(content, group.new)
+        commit(sinks.delta)
         committed.append("delta")
     failpoint("after-sink-commits")
-    return content.num_rows

@@ -15,12 +15,13 @@ from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import SparkSession
 
 from catalog_api import CatalogSettings
+from catalog_api.errors import ListenError as CatalogListenError
 from catalog_api.server import RunningServer, serve_in_thread
 from ivm import SourceInput, ViewPlan, recompute, referenced_sources
 from lakehouse.catalog_client import catalog_answers, register_delta_copy
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
-from lakehouse.errors import SourceError
+from lakehouse.errors import ListenError, SourceError
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns
@@ -39,11 +40,26 @@ from sinks.refresh_state import RefreshStates, SourceTable
 
 
 def start_catalog(config: Config, port: int | None = None) -> RunningServer:
-    """Start the embedded REST catalog in this process (``catalog.embedded``)."""
+    """Start the embedded REST catalog in this process (``catalog.embedded``).
+
+    Args:
+        config: The validated configuration; the catalog listens on ``catalog.listen``.
+        port: A port instead of ``catalog.listen``'s (0: a free one).
+
+    Returns:
+        The running server; stop it when done.
+
+    Raises:
+        lakehouse.errors.ListenError: The address cannot be bound (it is taken, for one).
+    """
     config.warehouse_path.mkdir(parents=True, exist_ok=True)
     settings = CatalogSettings(warehouse=config.warehouse_uri, database_url=config.database_url)
-    return serve_in_thread(settings, config.catalog.host,
-                           config.catalog.port if port is None else port)
+    try:
+        return serve_in_thread(settings, config.catalog.host,
+                               config.catalog.port if port is None else port)
+    except CatalogListenError as error:
+        raise ListenError(f"{error.host}:{error.port}", error.reason,
+                          key="catalog.listen") from None
 
 
 def _source_table(source: Source) -> SourceTable:
@@ -97,7 +113,7 @@ class Runtime(AbstractContextManager["Runtime"]):
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
-            return DeltaSourceReader(self.bridge, name, source.delta)
+            return DeltaSourceReader(self.spark, name, source.delta)
         if isinstance(source, ViewSource):
             identifier, ref = source.view, "main"
         else:
@@ -157,8 +173,9 @@ class Runtime(AbstractContextManager["Runtime"]):
         iceberg = (IcebergSink(self.spark, self.catalog, self.config.spark.catalog_name, view.name,
                                refresh_states=states, planner=self.manifest_cache)
                    if "iceberg" in view.sinks else None)
-        delta = DeltaSink(self.delta_uri(view), app_id=f"lakehouse:{view.name}",
-                          refresh_states=states) if "delta" in view.sinks else None
+        delta = (DeltaSink(self.delta_uri(view), app_id=f"lakehouse:{view.name}",
+                           refresh_states=states, spark=self.spark)
+                 if "delta" in view.sinks else None)
         return ViewSinks(iceberg, delta)
 
     def refresh_states(self, view: ViewConfig) -> RefreshStates:

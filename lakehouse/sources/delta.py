@@ -1,37 +1,36 @@
-"""Delta sources read with delta-rs, handed to Spark as DataFrames.
+"""Delta sources read by Spark (delta-spark); their logs read with delta-rs.
 
-The change feed is Delta's change data feed (``delta.enableChangeDataFeed``),
-read with ``DeltaTable.load_cdf`` (Delta protocol, "Change Data Files"), or, for versions
-without it, the difference of the versions' data files (``delta_files``).
+Rows are read by Spark's executors: a snapshot by time travel (``versionAsOf``), the change
+feed from Delta's change data feed (``readChangeFeed``; Delta protocol, "Change Data Files")
+or, for versions without it, from the difference of the versions' data files
+(:mod:`lakehouse.sources.delta_files`). The driver reads only the log (versions, schemas,
+table properties, add actions, row counts), with delta-rs.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm import WEIGHT, KeyValues, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
-from lakehouse.sources.arrow_bridge import ArrowBridge, plain_types
-from lakehouse.sources.arrow_diff import consolidate as consolidate_arrow
 from lakehouse.sources.base import ChangeFeed, projected
 from lakehouse.sources.delta_files import file_change
 from lakehouse.sources.row_counts import delta_row_count
 
 log = logging.getLogger(__name__)
-# How delta-rs and pyarrow word a data file that is gone.
-_MISSING = re.compile(r"not found|no such file", re.IGNORECASE)
+# How Spark and Hadoop word a data file that is gone.
+_MISSING = re.compile(r"not found|no such file|does not exist|FILE_NOT_EXIST", re.IGNORECASE)
 
-_CHANGE_WEIGHT = {"insert": 1, "delete": -1, "update_preimage": -1, "update_postimage": 1}
+_REMOVED_CHANGES = ("delete", "update_preimage")  # the others: insert, update_postimage
 _CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
@@ -39,15 +38,15 @@ class DeltaSourceReader:
     """Read one Delta table as snapshots and change feeds.
 
     Args:
-        bridge: Hands Arrow data to Spark.
+        spark: The session whose executors read the rows.
         name: The source's name in the config.
         uri: Path or URI of the Delta table.
-        storage_options: delta-rs storage options (S3 endpoint, credentials).
+        storage_options: delta-rs storage options (S3 endpoint, credentials) for the log.
     """
 
-    def __init__(self, bridge: ArrowBridge, name: str, uri: str,
+    def __init__(self, spark: SparkSession, name: str, uri: str,
                  storage_options: dict[str, str] | None = None):
-        self.bridge = bridge
+        self.spark = spark
         self.name = name
         self.uri = uri
         self.storage_options = storage_options
@@ -71,10 +70,12 @@ class DeltaSourceReader:
     def snapshot(self, version: int | None) -> DataFrame:
         """The table's rows at ``version`` (empty with the current schema for None)."""
         if version is None:
-            schema = pa.schema(self._table().schema().to_arrow())
-            return self.bridge.to_spark(schema.empty_table())
-        table = self._table(version)
-        return self.bridge.to_spark(pa.table(table.to_pyarrow_table()))
+            return self._read(self._table().version()).limit(0)
+        self._table(version)  # SourceError now, rather than a Spark error when read
+        return self._read(version)
+
+    def _read(self, version: int) -> DataFrame:
+        return self.spark.read.format("delta").option("versionAsOf", version).load(self.uri)
 
     def schema_key(self, version: int) -> Hashable:
         """The table's location and its schema at ``version`` (read from its log).
@@ -99,8 +100,8 @@ class DeltaSourceReader:
                 table lacks: every column.
 
         Returns:
-            The table's columns (or ``columns``) plus ``_weight`` (int64), computed in Arrow
-            (``ChangeFeed.arrow``) except from the empty version (``old`` None).
+            The table's columns (or ``columns``) plus ``_weight`` (long), computed by Spark
+            and materialized on the executors (``localCheckpoint``).
 
         Raises:
             SnapshotExpiredError: Files or log entries the change needs were vacuumed or
@@ -111,22 +112,20 @@ class DeltaSourceReader:
             rows = self.snapshot(new)
             kept = projected(rows.columns, columns)
             if kept != rows.columns:  # quoted: a Delta column name may hold a dot
-                rows = rows.select(*[F.col("`" + n.replace("`", "``") + "`") for n in kept])
+                rows = rows.select(*[_column(n) for n in kept])
             rows = with_weight(rows)
             return ChangeFeed.of(consolidate(rows)) if old is None else ChangeFeed.empty(rows)
         if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
-            changes = self._read_or_expired(old, lambda: self._cdf(old, new))
+            changes = self._cdf(old, new)
         else:
             log.warning(
                 "source %r: no change data feed from version %s to %s "
                 "(delta.enableChangeDataFeed off); comparing the versions' data files instead, "
                 "which reads every rewritten file whole", self.name, old + 1, new)
-            before, after = self._at(old), self._at(new)
-            changes = self._read_or_expired(old, lambda: file_change(before, after))
-        names = projected([n for n in changes.column_names if n != WEIGHT], columns)
-        changes = consolidate_arrow(plain_types(changes.select([*names, WEIGHT])))
-        bridge = self.bridge
-        return ChangeFeed(lambda: bridge.to_spark(changes), changes)
+            changes = file_change(self._at(old), self._at(new), self._read)
+        names = projected([n for n in changes.columns if n != WEIGHT], columns)
+        rows = consolidate(changes.select(*[_column(n) for n in names], WEIGHT))
+        return ChangeFeed.of(self._materialized(old, rows))
 
     def _at(self, version: int) -> DeltaTable:
         """The table at ``version``; SnapshotExpiredError when its log is gone."""
@@ -142,24 +141,25 @@ class DeltaSourceReader:
         configuration = self._at(version).metadata().configuration
         return configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
-    def _cdf(self, old: int, new: int) -> pa.Table:
-        """Delta's change data feed of versions ``old + 1`` to ``new`` as an Arrow Z-set."""
-        reader = self._table().load_cdf(starting_version=old + 1, ending_version=new)
-        changes = pa.table(reader.read_all())
-        weights = _weights(changes["_change_type"])
-        data = changes.drop_columns([c for c in _CDF_COLUMNS if c in changes.column_names])
-        return data.append_column(WEIGHT, weights)
+    def _cdf(self, old: int, new: int) -> DataFrame:
+        """Delta's change data feed of versions ``old + 1`` to ``new`` as a Z-set on Spark."""
+        changes = (self.spark.read.format("delta").option("readChangeFeed", "true")
+                   .option("startingVersion", old + 1).option("endingVersion", new)
+                   .load(self.uri))
+        weight = F.when(F.col("_change_type").isin(*_REMOVED_CHANGES), -1).otherwise(1)
+        return changes.withColumn(WEIGHT, weight.cast("long")).drop(*_CDF_COLUMNS)
 
-    def _read_or_expired(self, old: int, read: Callable[[], pa.Table]) -> pa.Table:
-        """Run ``read``; a missing data file means a VACUUM removed it."""
+    def _materialized(self, old: int, rows: DataFrame) -> DataFrame:
+        """``rows`` computed once on the executors; a missing data file means a VACUUM."""
         try:
-            return read()
-        except Exception as error:  # delta-rs raises bare Exception through Arrow streams
-            if isinstance(error, FileNotFoundError) or _MISSING.search(str(error)):
+            return rows.localCheckpoint(eager=True)
+        except Exception as error:  # py4j wraps Spark's and Hadoop's errors
+            cause = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            if _MISSING.search(str(error)):
                 raise SnapshotExpiredError(
                     f"a data file the change since version {old} needs was removed by VACUUM "
-                    f"({error})", source=self.name, version=old) from None
-            raise SourceError(f"change since version {old} unavailable: {error}",
+                    f"({cause})", source=self.name, version=old) from None
+            raise SourceError(f"change since version {old} unavailable: {cause}",
                               source=self.name) from None
 
     def arrow_rows(self, version: int, columns: Sequence[str],
@@ -179,8 +179,6 @@ class DeltaSourceReader:
         return delta_row_count(self._table(version))
 
 
-def _weights(change_type: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Map ``_change_type`` (insert, delete, update_pre/postimage) to +1/-1."""
-    names = pc.cast(change_type, pa.string())
-    index = pc.index_in(names, value_set=pa.array(list(_CHANGE_WEIGHT)))
-    return pc.take(pa.array(list(_CHANGE_WEIGHT.values()), pa.int64()), index)
+def _column(name: str) -> Column:
+    """Column ``name``, quoted: a Delta column name may hold a dot."""
+    return F.col("`" + name.replace("`", "``") + "`")

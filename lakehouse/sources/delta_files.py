@@ -6,13 +6,22 @@ is the rows of the files live at ``new`` but not at ``old`` (+1) and of the file
 ``old`` but not at ``new`` (-1). Rewritten files (DELETE/UPDATE/MERGE rewrite whole files)
 are read whole on both sides; consolidation cancels their unchanged rows. That reads more
 than a change data feed would, which is why the caller warns.
+
+The file lists come from the log (delta-rs, on the driver: metadata only); the rows are
+read by Spark's executors, each version's scan restricted to the changed files by the
+``_metadata.file_name`` column.
 """
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Callable
+from urllib.parse import unquote
+
 import pyarrow as pa
-import pyarrow.dataset as ds
 from deltalake import DeltaTable
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 from ivm import WEIGHT
 
@@ -22,47 +31,35 @@ def live_files(table: DeltaTable) -> set[str]:
     return {str(path) for path in pa.table(table.get_add_actions()).column("path").to_pylist()}
 
 
-def file_rows(table: DeltaTable, paths: set[str], schema: pa.Schema) -> pa.Table:
-    """The rows of the live data files ``paths`` of ``table`` (partition values filled in).
+def file_change(old: DeltaTable, new: DeltaTable,
+                read: Callable[[int], DataFrame]) -> DataFrame:
+    """The change from version ``old`` to ``new`` as an unconsolidated Z-set on Spark.
 
     Args:
-        table: A Delta table loaded at some version.
-        paths: Data file paths as in the log; files not live in ``table`` are ignored.
-        schema: The Arrow schema to read the rows as (the newer version's).
-
-    Raises:
-        OSError: A file is missing (vacuumed).
-    """
-    dataset = table.to_pyarrow_dataset()
-    fragments = [f for f in dataset.get_fragments() if f.path in paths]
-    if not fragments:
-        return schema.empty_table()
-    rows = ds.FileSystemDataset(fragments, dataset.schema, dataset.format,
-                                dataset.filesystem).to_table()
-    return rows.select([c for c in schema.names if c in rows.column_names])
-
-
-def file_change(old: DeltaTable, new: DeltaTable) -> pa.Table:
-    """The change from version ``old`` to ``new`` as an unconsolidated Arrow Z-set.
-
-    Args:
-        old: The table at the older version.
+        old: The table at the older version (its log only is read here).
         new: The table at the newer version.
+        read: The table's rows at a version, as a Spark DataFrame.
 
     Returns:
-        The columns of ``new`` plus ``_weight`` (int64): +1 rows of added files,
-        -1 rows of removed ones.
-
-    Raises:
-        OSError: A removed file was vacuumed.
+        The columns of ``new`` plus ``_weight`` (long): +1 rows of added files, -1 rows of
+        removed ones. Evaluating it fails if a removed file was vacuumed.
     """
     before, after = live_files(old), live_files(new)
-    schema = pa.schema(new.schema().to_arrow())
-    added = file_rows(new, after - before, schema)
-    removed = file_rows(old, before - after, schema)
-    parts = [_weighted(added, 1), _weighted(removed, -1)]
-    return pa.concat_tables(parts, promote_options="permissive")
+    added = read(new.version()).where(_in_files(after - before))
+    removed = read(old.version()).where(_in_files(before - after))
+    columns = added.columns
+    weighted = added.withColumn(WEIGHT, F.lit(1).cast("long")).unionByName(
+        removed.withColumn(WEIGHT, F.lit(-1).cast("long")), allowMissingColumns=True)
+    return weighted.select(*[F.col(_quoted(c)) for c in columns], WEIGHT)
 
 
-def _weighted(rows: pa.Table, weight: int) -> pa.Table:
-    return rows.append_column(WEIGHT, pa.array([weight] * rows.num_rows, pa.int64()))
+def _in_files(paths: set[str]) -> Column:
+    """Rows read from one of ``paths`` (data file names are unique within a table)."""
+    if not paths:
+        return F.lit(False)
+    names = sorted({unquote(posixpath.basename(path)) for path in paths})
+    return F.col("_metadata.file_name").isin(names)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

@@ -528,7 +528,7 @@ def test_delta_commits_with_and_without_change_data_feed(
      .when_matched_update_all().when_not_matched_insert_all().execute())
     write_deltalake(path, _delta_rows([(7, "v7"), (70, "x")]), mode="overwrite",
                     predicate="id >= 7")
-    reader = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", path)
+    reader = DeltaSourceReader(spark, "d", path)
     with caplog.at_level(logging.WARNING, logger="lakehouse.sources.delta"):
         Exact(reader).steps(list(range(0, 6)))
     assert ("change data feed" in caplog.text) is not change_data_feed
@@ -539,7 +539,7 @@ def test_delta_compaction_is_no_change_and_vacuum_raises(spark, tmp_path: Path) 
     for chunk in (ROWS[:3], ROWS[3:6], ROWS[6:]):
         write_deltalake(path, _delta_rows(chunk), mode="append")
     DeltaTable(path).optimize.compact()
-    reader = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", path)
+    reader = DeltaSourceReader(spark, "d", path)
     assert reader.change_feed(2, 3).rows.count() == 0
     DeltaTable(path).delete("id = 1")
     Exact(reader).check(2, 4)
@@ -556,7 +556,7 @@ def test_delta_change_data_feed_enabled_midway(spark, tmp_path: Path, caplog) ->
     DeltaTable(path).delete("id = 1")  # version 1, no change data feed
     DeltaTable(path).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
     DeltaTable(path).delete("id = 2")  # version 3, with a change data feed
-    reader = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", path)
+    reader = DeltaSourceReader(spark, "d", path)
     exact = Exact(reader)
     with caplog.at_level(logging.WARNING, logger="lakehouse.sources.delta"):
         exact.check(2, 3)
@@ -590,7 +590,7 @@ def test_change_feeds_projected_onto_the_columns_a_view_uses(spark, iceberg,
     DeltaTable(path).update(predicate="id = 1", updates={"v": "'changed'"})
     DeltaTable(path).delete("id = 2")
     write_deltalake(path, _delta_rows([(3, "again"), (3, "and again")]), mode="append")
-    delta = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", path)
+    delta = DeltaSourceReader(spark, "d", path)
     for reader, first, second, last in ((readers[0], old, new, newest),
                                         (readers[1], old, new, newest), (delta, 0, 1, 3)):
         assert _projected_feed(reader.change_feed(first, second, {"ID"})) == {}

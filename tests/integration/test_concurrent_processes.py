@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse.config import load_config
 from lakehouse.runtime import Runtime
+from sinks.delta_commit import commit_frontier
 from sinks.frontier import FRONTIER_KEY, decode_frontier
 from tests.conftest import multiset
 from tests.conftest_catalog import CatalogServerHandle
@@ -83,7 +84,7 @@ def _iceberg_frontiers(table: Table) -> list[dict[str, int]]:
 
 def _delta_frontiers(uri: str) -> list[dict[str, int]]:
     """The frontiers of the Delta table's versions, oldest first."""
-    found = [decode_frontier(commit.get(FRONTIER_KEY)) for commit in DeltaTable(uri).history()]
+    found = [commit_frontier(commit) for commit in DeltaTable(uri).history()]
     assert None not in found
     return [f for f in found if f is not None][::-1]
 

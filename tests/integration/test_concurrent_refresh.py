@@ -107,9 +107,9 @@ def test_iceberg_spark_commit_from_a_stale_frontier_is_refused(
     winner, loser = sink(), sink()
     assert winner.frontier() == loser.frontier() == {"s": 1}
     delta = spark.createDataFrame([("b", 2, 1)], f"{ROWS}, _weight bigint")
-    winner.apply(delta, None, {"s": 2})
+    winner.apply_arrow(delta, None, {"s": 2})
     with pytest.raises(SinkError, match="committed first"):
-        loser.apply(delta, None, {"s": 2})
+        loser.apply_arrow(delta, None, {"s": 2})
     table = rest_catalog.load_table(identifier)
     rows = Counter(tuple(r.values()) for r in table.scan().to_arrow().to_pylist())
     assert rows == Counter({("a", 1): 1, ("b", 2): 1})
@@ -124,13 +124,13 @@ def test_delta_commit_from_a_stale_frontier_is_refused(tmp_path: Path) -> None:
     def sink() -> DeltaSink:
         return DeltaSink(uri, app_id="lakehouse:ns.v")
 
-    sink().replace(pa.table({"k": ["a"], "v": [1]}), {"s": 1})
+    sink().replace_arrow(pa.table({"k": ["a"], "v": [1]}), {"s": 1})
     winner, loser = sink(), sink()
     assert winner.frontier() == loser.frontier() == {"s": 1}
     delta = pa.table({"k": ["b"], "v": [2], "_weight": pa.array([2], pa.int64())})
-    winner.apply(delta, None, {"s": 2})
+    winner.apply_arrow(delta, None, {"s": 2})
     with pytest.raises(SinkError):
-        loser.apply(delta, None, {"s": 2})
+        loser.apply_arrow(delta, None, {"s": 2})
     rows = Counter(tuple(r.values()) for r in DeltaTable(uri).to_pyarrow_table().to_pylist())
     assert rows == Counter({("a", 1): 1, ("b", 2): 2})
     assert sink().frontier() == {"s": 2}

@@ -20,7 +20,6 @@ from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
-from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.sources.row_counts import manifest_row_count
@@ -124,7 +123,7 @@ def test_delta_row_count_is_exact_after_adds_and_removes(spark, tmp_path: Path) 
     write_deltalake(path, _delta_rows([601]), mode="append")
     DeltaTable(path).optimize.compact()  # three files into one
     DeltaTable(path).delete("id < 1000")
-    reader = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", path)
+    reader = DeltaSourceReader(spark, "d", path)
     newest = reader.current_version()
     assert newest == 9
     counts = [reader.row_count(v) for v in range(newest + 1)]
@@ -145,6 +144,6 @@ def test_delta_row_count_reads_footers_of_files_without_statistics(spark, tmp_pa
     (path / "_delta_log" / f"{1:020d}.json").write_text(
         json.dumps({"commitInfo": {"timestamp": now_ms, "operation": "WRITE"}}) + "\n"
         + json.dumps({"add": add}) + "\n")
-    reader = DeltaSourceReader(ArrowBridge(spark, tmp_path / "scratch"), "d", str(path))
+    reader = DeltaSourceReader(spark, "d", str(path))
     assert pa.table(DeltaTable(str(path)).get_add_actions())["num_records"].null_count == 1
     assert [reader.row_count(0), reader.row_count(1)] == [10, 15]

@@ -1,0 +1,136 @@
+"""The Spark Delta writer: a view delta held in Spark, committed with delta-spark.
+
+Used when the tick computed the delta on Spark (:meth:`sinks.delta.DeltaSink.apply`): the
+executors write the data files, the driver only commits. A delta is appended (inserts only)
+or applied in one ``MERGE`` (:mod:`sinks.merge_source`). Every commit carries the freshness
+properties in ``userMetadata`` and the application transaction (``txnAppId``,
+``txnVersion``), so Delta itself skips a replayed write (:mod:`sinks.delta_commit`).
+
+Writes take the transaction as ``DataFrameWriter`` options; ``MERGE`` takes it from the
+session's SQL configuration (``spark.databricks.delta.write.txnAppId`` and ``.txnVersion``,
+``spark.databricks.delta.commitInfo.userMetadata``), which is shared by the session's
+threads: one lock serializes the ``MERGE`` commits of this process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Literal
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ivm import WEIGHT, expand
+from sinks.delta_commit import CREATE_CONFIGURATION, DeltaCommit
+from sinks.errors import SinkError
+from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
+
+_MERGE_CONF_LOCK = threading.Lock()
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def write(spark: SparkSession, uri: str, rows: DataFrame,
+          mode: Literal["append", "overwrite"], commit: DeltaCommit) -> None:
+    """Append or overwrite ``rows`` (the view's columns) in one commit, from the executors.
+
+    Raises:
+        SinkError: The commit failed; the table is unchanged.
+    """
+    writer = (rows.write.format("delta").mode(mode)
+              .option("txnAppId", commit.app_id).option("txnVersion", str(commit.version))
+              .option("userMetadata", commit.user_metadata))
+    if commit.create:
+        for name, value in CREATE_CONFIGURATION.items():
+            writer = writer.option(name, value)
+    try:
+        writer.save(uri)
+    except Exception as error:  # py4j and analysis errors: the commit did not land
+        raise SinkError(f"write failed: {_first_line(error)}", table=uri) from error
+
+
+def apply(spark: SparkSession, uri: str, base_version: int | None, delta: DataFrame,
+          key: Sequence[str] | None, commit: DeltaCommit) -> None:
+    """Apply a consolidated Z-set (the view's columns plus ``_weight``) in one commit.
+
+    Args:
+        spark: The session.
+        uri: The table's path or URI.
+        base_version: The table version the refresh read (None: the table does not exist).
+        delta: The view delta.
+        key: The view's unique key, or None when rows have multiplicities.
+        commit: What the commit carries.
+
+    Raises:
+        SinkError: The commit failed, or the table moved past ``base_version``; the table
+            is unchanged.
+    """
+    inserts_only = key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()
+    if base_version is None or inserts_only or delta.isEmpty():
+        write(spark, uri, expand(delta), "append", commit)
+        return
+    current = spark.read.format("delta").option("versionAsOf", base_version).load(uri)
+    source = (keyed_merge_source(delta, key) if key is not None
+              else multiset_merge_source(delta, current))
+    _merge(spark, uri, base_version, source, key, commit)
+
+
+def _merge(spark: SparkSession, uri: str, base_version: int, source: DataFrame,
+           key: Sequence[str] | None, commit: DeltaCommit) -> None:
+    columns = [c for c in source.columns if c != OP]
+    matched = key if key is not None else columns
+    condition = " AND ".join([f"s.{OP} = 'delete'",
+                              *(f"t.{_quoted(c)} <=> s.{_quoted(c)}" for c in matched)])
+    conf = {_TXN_APP_ID: commit.app_id, _TXN_VERSION: str(commit.version),
+            _USER_METADATA: commit.user_metadata}
+    try:
+        target = DeltaTable.forPath(spark, uri)
+        with _session_conf(spark, conf):
+            _require_version(target, uri, base_version)
+            (target.alias("t").merge(source.alias("s"), condition)
+             .whenMatchedDelete()
+             .whenNotMatchedInsert(condition=f"s.{OP} = 'insert'",
+                                   values={_quoted(c): f"s.{_quoted(c)}" for c in columns})
+             .execute())
+    except SinkError:
+        raise
+    except Exception as error:
+        raise SinkError(f"merge failed: {_first_line(error)}", table=uri) from error
+
+
+def _require_version(target: DeltaTable, uri: str, base_version: int) -> None:
+    """Refuse to merge on a table another writer moved since the refresh read it.
+
+    A concurrent refresh of the same view that commits in between carries the same
+    transaction version, so Delta skips this one's commit then too.
+    """
+    latest = target.history(1).select("version").first()
+    if latest is not None and latest[0] != base_version:
+        raise SinkError(f"another commit landed first (version {latest[0]}, "
+                        f"this refresh read {base_version})", table=uri)
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Set SQL configuration for one commit, restoring it afterwards (under one lock)."""
+    with _MERGE_CONF_LOCK:
+        for name, value in conf.items():
+            spark.conf.set(name, value)
+        try:
+            yield
+        finally:
+            for name in conf:
+                spark.conf.unset(name)
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
