@@ -91,6 +91,39 @@ class PayloadTooLargeError(CatalogError):
     error_type = "PayloadTooLargeException"
 
 
+class ListenError(CatalogError):
+    """The service cannot listen on its address: taken, not this host's, or not allowed.
+
+    Raised when the server starts, before it serves anything; never sent to a client.
+
+    Attributes:
+        host: The address asked for.
+        port: The port asked for.
+        reason: Why the socket could not be bound, e.g. ``address already in use``.
+    """
+
+    def __init__(self, host: str, port: int, reason: str):
+        self.host = host
+        self.port = port
+        self.reason = reason
+        super().__init__(f"{host}:{port}: {reason}")
+
+    @classmethod
+    def from_os_error(cls, host: str, port: int, error: OSError) -> ListenError:
+        """The error for a failed ``bind``, its reason from the system's message.
+
+        Args:
+            host: The address asked for.
+            port: The port asked for.
+            error: What ``socket.bind`` (or the name lookup before it) raised.
+
+        Returns:
+            The error, e.g. ``127.0.0.1:8181: address already in use``.
+        """
+        reason = error.strerror or str(error) or type(error).__name__
+        return cls(host, port, reason[:1].lower() + reason[1:])
+
+
 # pyiceberg exception class -> (HTTP code, Iceberg exception type name).
 _PYICEBERG_ERRORS: dict[type[Exception], tuple[int, str]] = {
     NoSuchTableError: (404, "NoSuchTableException"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ import uvicorn
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.app import create_app
 from catalog_api.core.config import CatalogSettings
+from catalog_api.errors import ListenError
 
 DEFAULT_STARTUP_TIMEOUT_S = 15.0
 
@@ -41,8 +43,7 @@ class RunningServer:
     @property
     def base_url(self) -> str:
         """``http://host:port``."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return _base_url(self.host, self.port)
 
     @property
     def uri(self) -> str:
@@ -62,13 +63,27 @@ class RunningServer:
             self._thread.join(timeout_s)
 
 
+def _base_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port``, not yet listening.
+
+    Raises:
+        ListenError: The address is taken, not this host's, or not allowed.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when
     # the socket says it is TCP; otherwise each kept-alive response waits ~40 ms (Nagle).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise ListenError.from_os_error(host, port, error) from None
     sock.set_inheritable(True)
     return sock
 
@@ -110,11 +125,15 @@ def serve_in_thread(
         The running server; call ``stop()`` when done.
 
     Raises:
-        OSError: If the address cannot be bound.
+        ListenError: If the address cannot be bound (e.g. it is already in use).
         ServerStartError: If the server does not answer within ``startup_timeout_s``.
     """
-    app = create_app(settings)
     sock = _bind(host, port)
+    try:
+        app = create_app(settings)
+    except BaseException:
+        sock.close()
+        raise
     actual_port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
@@ -132,6 +151,8 @@ def serve(
 ) -> None:
     """Run the catalog in the foreground until interrupted (Ctrl-C / SIGTERM).
 
+    The address is bound first, so a taken port fails before the app is built.
+
     Args:
         settings: Service settings.
         host: Address to listen on.
@@ -139,6 +160,10 @@ def serve(
         log_level: uvicorn log level.
 
     Raises:
-        OSError: If the address cannot be bound.
+        ListenError: If the address cannot be bound (e.g. it is already in use).
     """
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    sock = _bind(host, port)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level=log_level))
+    uri = f"{_base_url(host, sock.getsockname()[1])}{API_PREFIX}"
+    logging.getLogger("uvicorn.error").info("Catalog base URI: %s (Ctrl-C to stop)", uri)
+    server.run(sockets=[sock])

@@ -60,14 +60,21 @@ def run(
     from lakehouse.scheduler import Scheduler
 
     settings = _load(config)
-    with Runtime(settings) as runtime:
-        if metrics_listen:
-            host, _, port = metrics_listen.rpartition(":")
-            if not port.isdigit():
-                console.print(f"[red]error:[/red] --metrics-listen: expected HOST:PORT, "
-                              f"got {metrics_listen!r}")
-                raise typer.Exit(2)
-            runtime.metrics.serve(host, int(port))
+    metrics_address = _metrics_address(metrics_listen)
+    try:  # the ports are checked (metrics) and bound (catalog) before Spark starts
+        if metrics_address:
+            from lakehouse.metrics import check_listen
+
+            check_listen(*metrics_address)
+        runtime = Runtime(settings)
+    except LakehouseError as error:
+        raise _fail(error) from None
+    with runtime:
+        if metrics_address:
+            try:
+                runtime.metrics.serve(*metrics_address)
+            except LakehouseError as error:
+                raise _fail(error) from None
             console.print(f"metrics: http://{metrics_listen}/metrics")
         scheduler = Scheduler(settings.views)
         signal.signal(signal.SIGTERM, lambda *_: scheduler.stop())
@@ -77,6 +84,22 @@ def run(
         with _progress(runtime) as display:
             scheduler.run(lambda view: _report(runtime, view, display))
     console.print("stopped")
+
+
+def _metrics_address(metrics_listen: str) -> tuple[str, int] | None:
+    """``--metrics-listen`` as ``(host, port)``; None when empty (no metrics server).
+
+    Raises:
+        typer.Exit: The value is not ``HOST:PORT`` (exit code 2).
+    """
+    if not metrics_listen:
+        return None
+    host, _, port = metrics_listen.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        console.print(f"[red]error:[/red] --metrics-listen: expected HOST:PORT, "
+                      f"got {metrics_listen!r}")
+        raise typer.Exit(2)
+    return host, int(port)
 
 
 @contextmanager
@@ -176,13 +199,22 @@ def serve(config: ConfigOption = Path("lakehouse.yaml"),
           port: Annotated[int | None, typer.Option(help="Listen port.")] = None) -> None:
     """Run the Iceberg REST catalog service (base URI http://HOST:PORT/iceberg)."""
     from catalog_api import CatalogSettings
+    from catalog_api.errors import ListenError as CatalogListenError
     from catalog_api.server import serve as serve_catalog
+    from lakehouse.errors import ListenError
 
     settings = _load(config)
-    settings.warehouse_path.mkdir(parents=True, exist_ok=True)
-    serve_catalog(CatalogSettings(warehouse=settings.warehouse_uri,
-                                  database_url=settings.database_url),
-                  host or settings.catalog.host, port or settings.catalog.port)
+    try:
+        if settings.warehouse_is_local:
+            settings.warehouse_path.mkdir(parents=True, exist_ok=True)
+        serve_catalog(CatalogSettings(warehouse=settings.warehouse_uri,
+                                      database_url=settings.database_url),
+                      host or settings.catalog.host, port or settings.catalog.port)
+    except CatalogListenError as error:
+        key = "catalog.listen" if host is None and port is None else "--host/--port"
+        raise _fail(ListenError(f"{error.host}:{error.port}", error.reason, key=key)) from None
+    except LakehouseError as error:
+        raise _fail(error) from None
 
 
 @app.command()

@@ -27,6 +27,41 @@ class ConfigError(LakehouseError):
         super().__init__(f"{key}: {message}" if key else message)
 
 
+class ListenError(LakehouseError):
+    """A server of the pipeline cannot listen on its address (it is taken, for one).
+
+    The message is one line naming the setting, the address and the reason, e.g.
+    ``catalog.listen 127.0.0.1:8181: address already in use``.
+
+    Attributes:
+        key: The setting that gave the address: a config key (``catalog.listen``) or a
+            command-line option (``--metrics-listen``).
+        address: ``host:port``.
+        reason: Why it cannot be bound, as the system says it.
+    """
+
+    def __init__(self, address: str, reason: str, *, key: str):
+        self.key = key
+        self.address = address
+        self.reason = reason
+        super().__init__(f"{key} {address}: {reason}")
+
+    @classmethod
+    def from_os_error(cls, address: str, error: OSError, *, key: str) -> ListenError:
+        """The error for a failed ``bind``, its reason from the system's message.
+
+        Args:
+            address: ``host:port``.
+            error: What ``socket.bind`` (or the name lookup before it) raised.
+            key: The setting that gave the address.
+
+        Returns:
+            The error, e.g. ``--metrics-listen 127.0.0.1:9464: address already in use``.
+        """
+        reason = error.strerror or str(error) or type(error).__name__
+        return cls(address, reason[:1].lower() + reason[1:], key=key)
+
+
 class SourceError(LakehouseError):
     """A source cannot be read: missing table, unknown version, bad change feed.
 

@@ -5,6 +5,7 @@ Exposed by ``lakehouse run --metrics-listen HOST:PORT`` at ``/metrics``.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 
@@ -12,9 +13,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from lakehouse.errors import ListenError
 from lakehouse.refresh import RefreshResult
 
-__all__ = ["RefreshMetrics"]
+__all__ = ["LISTEN_KEY", "RefreshMetrics", "check_listen"]
+
+LISTEN_KEY = "--metrics-listen"
+"""The setting that gives the metrics address, named by a :class:`ListenError`."""
 
 DURATION_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -83,5 +88,38 @@ class RefreshMetrics:
         self._fresh_at_s.setdefault(view, self.clock())
 
     def serve(self, host: str, port: int) -> None:
-        """Serve ``/metrics`` over HTTP from a daemon thread."""
-        start_http_server(port, addr=host, registry=self.registry)
+        """Serve ``/metrics`` over HTTP from a daemon thread.
+
+        Args:
+            host: Address to listen on.
+            port: Port to listen on.
+
+        Raises:
+            lakehouse.errors.ListenError: The address cannot be bound (it is taken, for one).
+        """
+        try:
+            start_http_server(port, addr=host, registry=self.registry)
+        except OSError as error:
+            raise ListenError.from_os_error(f"{host}:{port}", error, key=LISTEN_KEY) from None
+
+
+def check_listen(host: str, port: int) -> None:
+    """Check that ``/metrics`` can be served on ``host:port`` now.
+
+    Binds a socket as the metrics server will (``SO_REUSEADDR``) and closes it, so that
+    ``lakehouse run`` reports a taken port before it starts Spark.
+
+    Args:
+        host: Address to listen on.
+        port: Port to listen on.
+
+    Raises:
+        lakehouse.errors.ListenError: The address cannot be bound (it is taken, for one).
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as error:
+        raise ListenError.from_os_error(f"{host}:{port}", error, key=LISTEN_KEY) from None
