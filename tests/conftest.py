@@ -18,7 +18,7 @@ from lakehouse.spark.session import build_spark_session
 if TYPE_CHECKING:
     from tests.conftest_catalog import CatalogServerHandle
 
-pytest_plugins = ["tests.conftest_catalog", "tests.conftest_postgres"]
+pytest_plugins = ["tests.conftest_catalog", "tests.conftest_postgres", "tests.conftest_trino"]
 
 FLOAT_DIGITS = 6
 

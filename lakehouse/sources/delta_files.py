@@ -7,6 +7,11 @@ is the rows of the files live at ``new`` but not at ``old`` (+1) and of the file
 are read whole on both sides; consolidation cancels their unchanged rows. That reads more
 than a change data feed would, which is why the caller warns.
 
+A file whose deletion vector changed (Delta protocol, "Deletion Vectors") keeps its path:
+it counts as changed when the number of rows its deletion vector removes differs (deletion
+vectors only grow while a file stays live), and is read at both versions, each read
+applying that version's deletion vector.
+
 The file lists come from the log (delta-rs, on the driver: metadata only); the rows are
 read by Spark's executors, each version's scan restricted to the changed files by the
 ``_metadata.file_name`` column.
@@ -15,7 +20,7 @@ read by Spark's executors, each version's scan restricted to the changed files b
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -26,9 +31,20 @@ from pyspark.sql import functions as F
 from ivm import WEIGHT
 
 
-def live_files(table: DeltaTable) -> set[str]:
-    """Paths (relative to the table root, as in the log) of the table's live data files."""
-    return {str(path) for path in pa.table(table.get_add_actions()).column("path").to_pylist()}
+def live_files(table: DeltaTable) -> dict[str, int]:
+    """The table's live data files: file name -> rows its deletion vector removes (0: none).
+
+    Names are unique within a table (writers put a UUID in each). Deletion vectors are read
+    only for tables with that reader feature.
+    """
+    paths = pa.table(table.get_add_actions()).column("path").to_pylist()
+    files = {_name(str(path)): 0 for path in paths}
+    if "deletionVectors" in (table.protocol().reader_features or []):
+        vectors = pa.table(table.deletion_vectors().read_all())
+        for path, selection in zip(vectors["filepath"].to_pylist(),
+                                   vectors["selection_vector"].to_pylist(), strict=True):
+            files[_name(path)] = selection.count(False)
+    return files
 
 
 def file_change(old: DeltaTable, new: DeltaTable,
@@ -45,20 +61,23 @@ def file_change(old: DeltaTable, new: DeltaTable,
         removed ones. Evaluating it fails if a removed file was vacuumed.
     """
     before, after = live_files(old), live_files(new)
-    added = read(new.version()).where(_in_files(after - before))
-    removed = read(old.version()).where(_in_files(before - after))
+    added = read(new.version()).where(_in_files(after.items() - before.items()))
+    removed = read(old.version()).where(_in_files(before.items() - after.items()))
     columns = added.columns
     weighted = added.withColumn(WEIGHT, F.lit(1).cast("long")).unionByName(
         removed.withColumn(WEIGHT, F.lit(-1).cast("long")), allowMissingColumns=True)
     return weighted.select(*[F.col(_quoted(c)) for c in columns], WEIGHT)
 
 
-def _in_files(paths: set[str]) -> Column:
-    """Rows read from one of ``paths`` (data file names are unique within a table)."""
-    if not paths:
-        return F.lit(False)
-    names = sorted({unquote(posixpath.basename(path)) for path in paths})
-    return F.col("_metadata.file_name").isin(names)
+def _in_files(files: Iterable[tuple[str, int]]) -> Column:
+    """Rows read from one of ``files`` (name, deletion vector size) pairs."""
+    names = sorted({name for name, _ in files})
+    return F.col("_metadata.file_name").isin(names) if names else F.lit(False)
+
+
+def _name(path: str) -> str:
+    """A data file's name from its path or URI (as the log or delta-rs spells it)."""
+    return unquote(posixpath.basename(path))
 
 
 def _quoted(name: str) -> str:

@@ -550,6 +550,24 @@ def test_delta_compaction_is_no_change_and_vacuum_raises(spark, tmp_path: Path) 
     assert error.value.version == 0 and "vacuum" in str(error.value).lower()
 
 
+def test_delta_deletion_vectors_without_change_data_feed(spark, tmp_path: Path) -> None:
+    """A DELETE that only grows a file's deletion vector (same path) is a change."""
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    path = str(tmp_path / "delta")
+    (spark.createDataFrame(ROWS, "id long, v string").coalesce(1).write.format("delta")
+     .option("delta.enableDeletionVectors", "true").save(path))
+    table = SparkDeltaTable.forPath(spark, path)
+    table.delete("id = 1")
+    table.delete("id IN (2, 3)")
+    table.update("id = 4", {"v": "'updated'"})
+    reader = DeltaSourceReader(spark, "d", path)
+    assert "deletionVectors" in DeltaTable(path).protocol().reader_features
+    exact = Exact(reader)
+    exact.steps([0, 1, 2, 3])
+    assert exact.check(1, 2) == {normal_row(ROWS[1]): -1, normal_row(ROWS[2]): -1}
+
+
 def test_delta_change_data_feed_enabled_midway(spark, tmp_path: Path, caplog) -> None:
     path = str(tmp_path / "delta")
     write_deltalake(path, _delta_rows(ROWS))

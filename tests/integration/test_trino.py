@@ -1,0 +1,167 @@
+"""Trino reads the views through the catalog: listing, contents, time travel, snapshots.
+
+The pipeline keeps a grouped view of an Iceberg source and a view over that view fresh over
+three ticks of inserts and deletes; then a real Trino 476 (``tests/conftest_trino.py``), whose
+Iceberg catalog is the session's REST catalog, reads them. Trino's answers are compared with
+the pipeline's own full recompute and with what pyiceberg reads from the same snapshots.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyspark.sql import SparkSession
+
+from lakehouse.config import ViewConfig, parse_config
+from lakehouse.runtime import Runtime
+from tests.conftest import multiset
+from tests.conftest_catalog import CatalogServerHandle
+from tests.conftest_trino import TrinoServerHandle, catalog_properties, properties_text
+
+CLIENTS_DOC = Path(__file__).parents[2] / "docs" / "clients.md"
+DOC_CATALOG_URI = "http://127.0.0.1:8181/iceberg"
+TOTALS_SQL = ("SELECT customer, COUNT(*) AS orders, SUM(amount) AS total, AVG(amount) AS mean "
+              "FROM orders GROUP BY customer")
+BIG_SQL = "SELECT customer, total FROM totals WHERE total > 25"
+TICKS = (
+    ["INSERT INTO {t} VALUES (1, 'ann', 10), (2, 'bob', 5), (3, 'ann', 15), (4, 'cy', 30)"],
+    ["INSERT INTO {t} VALUES (5, 'bob', 20), (6, 'dee', 7)", "DELETE FROM {t} WHERE id = 4"],
+    ["DELETE FROM {t} WHERE customer = 'dee'", "INSERT INTO {t} VALUES (7, 'ann', 1)"],
+)
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """The views after the ticks, their full recomputes, and ``totals``' snapshot per tick."""
+
+    namespace: str
+    totals: ViewConfig
+    big: ViewConfig
+    recomputed: dict[str, pa.Table]
+    tick_snapshots: tuple[int, ...]
+
+
+def _config_data(server: CatalogServerHandle, namespace: str) -> dict[str, object]:
+    return {
+        "warehouse": str(server.warehouse),
+        "catalog": {"embedded": False, "uri": server.uri},
+        "sources": {"orders": {"iceberg": f"{namespace}.orders"},
+                    "totals": {"view": f"{namespace}.totals"}},
+        "views": [
+            {"name": f"{namespace}.totals", "sql": TOTALS_SQL, "sinks": ["iceberg"],
+             "refresh": "incremental"},
+            {"name": f"{namespace}.big", "sql": BIG_SQL, "sinks": ["iceberg"],
+             "refresh": "incremental"},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def refreshed(spark: SparkSession, catalog_server: CatalogServerHandle) -> Iterator[Refreshed]:
+    """Both views refreshed after each of :data:`TICKS` (copy-on-write source), once."""
+    namespace = f"ns_{uuid.uuid4().hex[:10]}"
+    catalog = RestCatalog("trino-test", uri=catalog_server.uri)
+    catalog.create_namespace(namespace)
+    orders = f"lakehouse.{namespace}.orders"
+    spark.sql(f"CREATE TABLE {orders} (id int, customer string, amount bigint) USING iceberg "
+              "TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'copy-on-write')")
+    with Runtime(parse_config(_config_data(catalog_server, namespace))) as runtime:
+        totals = runtime.config.view(f"{namespace}.totals")
+        big = runtime.config.view(f"{namespace}.big")
+        snapshots = []
+        for statements in TICKS:
+            for statement in statements:
+                spark.sql(statement.format(t=orders))
+            runtime.refresh(big)  # refreshes totals first
+            snapshots.append(catalog.load_table(totals.name).metadata.current_snapshot_id)
+        recomputed = {view.name: runtime.recompute(view) for view in (totals, big)}
+        yield Refreshed(namespace, totals, big, recomputed, tuple(snapshots))
+
+
+def _query(trino: TrinoServerHandle, sql: str) -> list[list[object]]:
+    cursor = trino.connect().cursor()
+    try:
+        cursor.execute(sql)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def _columns(refreshed: Refreshed, view: ViewConfig) -> Sequence[str]:
+    return refreshed.recomputed[view.name].column_names
+
+
+def _select(refreshed: Refreshed, view: ViewConfig, suffix: str = "") -> str:
+    table = view.name.rsplit(".", 1)[1]
+    return (f"SELECT {', '.join(_columns(refreshed, view))} "
+            f"FROM {refreshed.namespace}.{table}{suffix}")
+
+
+def _expected(refreshed: Refreshed, view: ViewConfig) -> object:
+    return multiset(tuple(row.values()) for row in refreshed.recomputed[view.name].to_pylist())
+
+
+@pytest.mark.spark
+def test_trino_lists_and_reads_each_view(trino_server: TrinoServerHandle,
+                                         refreshed: Refreshed) -> None:
+    schemas = {row[0] for row in _query(trino_server, "SHOW SCHEMAS")}
+    assert refreshed.namespace in schemas
+    tables = {row[0] for row in _query(trino_server, f"SHOW TABLES FROM {refreshed.namespace}")}
+    assert tables == {"orders", "totals", "big"}
+    for view in (refreshed.totals, refreshed.big):
+        expected = _expected(refreshed, view)
+        assert sum(expected.values()) > 0, view.name
+        assert multiset(_query(trino_server, _select(refreshed, view))) == expected, view.name
+
+
+@pytest.mark.spark
+def test_trino_reads_the_view_on_a_view_as_a_filter_of_its_source(
+    trino_server: TrinoServerHandle, refreshed: Refreshed,
+) -> None:
+    totals = _query(trino_server, _select(refreshed, refreshed.totals))
+    big = _query(trino_server, _select(refreshed, refreshed.big))
+    assert len(big) < len(totals)  # the filter drops some groups
+    assert multiset(big) == multiset((customer, total) for customer, _, total, _ in totals
+                                     if total > 25)
+
+
+@pytest.mark.spark
+def test_trino_time_travels_to_an_older_snapshot(
+    trino_server: TrinoServerHandle, refreshed: Refreshed, rest_catalog: RestCatalog,
+) -> None:
+    older = refreshed.tick_snapshots[0]
+    columns = _columns(refreshed, refreshed.totals)
+    scan = rest_catalog.load_table(refreshed.totals.name).scan(snapshot_id=older,
+                                                                selected_fields=tuple(columns))
+    then = multiset(tuple(row[c] for c in columns) for row in scan.to_arrow().to_pylist())
+    assert then != _expected(refreshed, refreshed.totals)  # the view changed since
+    travelled = _query(trino_server, _select(refreshed, refreshed.totals,
+                                             f" FOR VERSION AS OF {older}"))
+    assert multiset(travelled) == then
+
+
+@pytest.mark.spark
+def test_trino_snapshots_table_matches_pyiceberg_and_carries_the_frontier(
+    trino_server: TrinoServerHandle, refreshed: Refreshed, rest_catalog: RestCatalog,
+) -> None:
+    table = rest_catalog.load_table(refreshed.totals.name)
+    frontiers = {s.snapshot_id: (s.summary or {}).get("lakehouse.frontier")
+                 for s in table.snapshots()}
+    assert set(refreshed.tick_snapshots) <= set(frontiers)
+    rows = _query(trino_server, "SELECT snapshot_id, element_at(summary, 'lakehouse.frontier') "
+                                f'FROM {refreshed.namespace}."totals$snapshots"')
+    assert sorted(snapshot for snapshot, _ in rows) == sorted(frontiers)
+    assert dict(rows) == frontiers
+    assert all(frontiers[snapshot] for snapshot in refreshed.tick_snapshots)
+
+
+def test_the_clients_doc_shows_the_catalog_properties_the_tests_use() -> None:
+    doc = CLIENTS_DOC.read_text().splitlines()
+    for line in properties_text(catalog_properties(DOC_CATALOG_URI)).splitlines():
+        assert line in doc, f"docs/clients.md lacks the Trino catalog property line {line!r}"
