@@ -47,6 +47,7 @@ from lakehouse.config import ViewConfig, load_config
 from lakehouse.failpoints import ENV, FAILPOINTS, LOG_ENV
 from lakehouse.refresh import current_frontier
 from lakehouse.runtime import Runtime
+from sinks.delta_commit import commit_frontier
 from tests.conftest import multiset
 from tests.conftest_catalog import CatalogServerHandle
 
@@ -190,7 +191,11 @@ class Crashes:
 
 
 def _assert_recovered(runtime: Runtime, catalog: RestCatalog, view: ViewConfig) -> None:
-    """Both sinks equal the full recompute and reflect the sources' current versions."""
+    """Both sinks equal the full recompute and reflect the sources' current versions.
+
+    No frontier was committed twice to the Delta table: a tick replayed after its Delta
+    commit landed (killed after it) added no second commit.
+    """
     frontier = current_frontier(runtime.readers, runtime.plan(view).sources)
     expected = multiset(tuple(r.values()) for r in runtime.recompute(view).to_pylist())
     iceberg = catalog.load_table(view.name).scan().to_arrow().to_pylist()
@@ -198,6 +203,9 @@ def _assert_recovered(runtime: Runtime, catalog: RestCatalog, view: ViewConfig) 
     assert multiset(tuple(r.values()) for r in iceberg) == expected
     assert multiset(tuple(r.values()) for r in delta) == expected
     assert runtime.sinks(view).frontiers() == {"iceberg": frontier, "delta": frontier}
+    history = DeltaTable(runtime.delta_uri(view)).history()
+    committed = [json.dumps(f, sort_keys=True) for c in history if (f := commit_frontier(c))]
+    assert len(committed) == len(set(committed)), "a frontier was committed twice to Delta"
 
 
 def test_refreshes_killed_at_random_points_lose_and_duplicate_nothing(
