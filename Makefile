@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml scripts/install-system-deps.sh
 
 # The Spark jars (lakehouse/spark/pom.xml), resolved with Maven once into the user's cache.
 env: $(STAMP)
-	$(BIN)/lakehouse jars >/dev/null
+	$(BIN)/lakehouse jars
 
 demo: env
 	$(BIN)/lakehouse demo --dir demo
