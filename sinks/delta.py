@@ -18,7 +18,12 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from sinks import delta_rs
-from sinks.delta_commit import DeltaCommit, app_transaction_version, commit_frontier
+from sinks.delta_commit import (
+    USER_METADATA,
+    DeltaCommit,
+    app_transaction_version,
+    commit_frontier,
+)
 from sinks.errors import SinkError
 from sinks.frontier import Frontier
 from sinks.refresh_state import RefreshStates, freshness_properties, now_ms
@@ -27,6 +32,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DeltaSink", "app_transaction_version"]
+
+_LANDED_LOOKBACK = 5  # commits searched for this sink's own: others may follow it at once
 
 
 class DeltaSink:
@@ -116,9 +123,10 @@ class DeltaSink:
         """
         from sinks import delta_spark
 
-        table = self._base_table()
+        table, commit = self._base_table(), self._commit(frontier)
         delta_spark.apply(self._session(), self.uri, table.version() if table else None, delta,
-                          key, self._commit(frontier))
+                          key, commit)
+        self._require_landed(commit)
 
     def replace(self, rows: DataFrame, frontier: Frontier) -> None:
         """Replace the table's content by ``rows`` (Spark) in one commit (full refresh).
@@ -128,7 +136,24 @@ class DeltaSink:
         """
         from sinks import delta_spark
 
-        delta_spark.write(self._session(), self.uri, rows, "overwrite", self._commit(frontier))
+        commit = self._commit(frontier)
+        delta_spark.write(self._session(), self.uri, rows, "overwrite", commit)
+        self._require_landed(commit)
+
+    def _require_landed(self, commit: DeltaCommit) -> None:
+        """Fail unless ``commit`` is in the log.
+
+        Delta skips a write whose transaction version is taken (a concurrent refresh of the
+        view committed from the same base) without an error.
+
+        Raises:
+            SinkError: The commit is not among the table's latest commits.
+        """
+        table = self._table()
+        recent = table.history(_LANDED_LOOKBACK) if table is not None else []
+        if not any(c.get(USER_METADATA) == commit.user_metadata for c in recent):
+            raise SinkError("another commit landed first (Delta skipped this one: its "
+                            f"transaction version {commit.version} was taken)", table=self.uri)
 
     def _session(self) -> SparkSession:
         if self.spark is None:

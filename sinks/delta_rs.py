@@ -36,12 +36,22 @@ def write(target: DeltaTable | str, rows: pa.Table, mode: Literal["append", "ove
           commit: DeltaCommit, storage_options: dict[str, str] | None) -> None:
     """Append or overwrite ``rows`` (the view's columns) in one commit.
 
+    Args:
+        target: The table as the refresh read it, or its URI when it does not exist yet.
+        rows: The rows to write.
+        mode: ``append`` or ``overwrite``; an append that creates the table fails if a
+            concurrent refresh created it first (delta-rs would append a second copy).
+        commit: What the commit carries.
+        storage_options: delta-rs storage options.
+
     Raises:
         SinkError: The commit failed; the table is unchanged.
     """
     configuration = CREATE_CONFIGURATION if commit.create else None
+    how: Literal["append", "overwrite", "error"] = (
+        "error" if commit.create and mode == "append" else mode)
     try:
-        write_deltalake(target, rows, mode=mode, commit_properties=_commit_properties(commit),
+        write_deltalake(target, rows, mode=how, commit_properties=_commit_properties(commit),
                         storage_options=storage_options, schema_mode=None,
                         configuration=configuration)
     except DeltaError as error:

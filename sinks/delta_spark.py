@@ -27,6 +27,7 @@ from ivm import WEIGHT, expand
 from sinks.delta_commit import CREATE_CONFIGURATION, DeltaCommit
 from sinks.errors import SinkError
 from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
+from sinks.spark_errors import spark_error_summary
 
 _MERGE_CONF_LOCK = threading.Lock()
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -38,10 +39,19 @@ def write(spark: SparkSession, uri: str, rows: DataFrame,
           mode: Literal["append", "overwrite"], commit: DeltaCommit) -> None:
     """Append or overwrite ``rows`` (the view's columns) in one commit, from the executors.
 
+    Args:
+        spark: The session (unused but for symmetry with :func:`apply`).
+        uri: The table's path or URI.
+        rows: The rows to write.
+        mode: ``append`` or ``overwrite``; an append that creates the table fails if a
+            concurrent refresh created it first.
+        commit: What the commit carries.
+
     Raises:
         SinkError: The commit failed; the table is unchanged.
     """
-    writer = (rows.write.format("delta").mode(mode)
+    writer = (rows.write.format("delta").mode("errorifexists" if commit.create and
+                                                mode == "append" else mode)
               .option("txnAppId", commit.app_id).option("txnVersion", str(commit.version))
               .option("userMetadata", commit.user_metadata))
     if commit.create:
@@ -50,7 +60,7 @@ def write(spark: SparkSession, uri: str, rows: DataFrame,
     try:
         writer.save(uri)
     except Exception as error:  # py4j and analysis errors: the commit did not land
-        raise SinkError(f"write failed: {_first_line(error)}", table=uri) from error
+        raise SinkError(f"write failed: {spark_error_summary(error)}", table=uri) from error
 
 
 def apply(spark: SparkSession, uri: str, base_version: int | None, delta: DataFrame,
@@ -99,7 +109,7 @@ def _merge(spark: SparkSession, uri: str, base_version: int, source: DataFrame,
     except SinkError:
         raise
     except Exception as error:
-        raise SinkError(f"merge failed: {_first_line(error)}", table=uri) from error
+        raise SinkError(f"merge failed: {spark_error_summary(error)}", table=uri) from error
 
 
 def _require_version(target: DeltaTable, uri: str, base_version: int) -> None:
@@ -116,20 +126,19 @@ def _require_version(target: DeltaTable, uri: str, base_version: int) -> None:
 
 @contextmanager
 def _session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
-    """Set SQL configuration for one commit, restoring it afterwards (under one lock)."""
+    """Set SQL configuration for one commit, restoring the earlier values (under one lock)."""
     with _MERGE_CONF_LOCK:
+        earlier = {name: spark.conf.get(name, None) for name in conf}
         for name, value in conf.items():
             spark.conf.set(name, value)
         try:
             yield
         finally:
-            for name in conf:
-                spark.conf.unset(name)
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+            for name, before in earlier.items():
+                if before is None:
+                    spark.conf.unset(name)
+                else:
+                    spark.conf.set(name, before)
 
 
 def _quoted(name: str) -> str:

@@ -21,6 +21,7 @@ from sinks.errors import SinkError
 from sinks.iceberg_commit import run_with_commit_properties
 from sinks.iceberg_publish import staged_on_branch
 from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
+from sinks.spark_errors import spark_error_summary
 
 
 class SparkWriter:
@@ -120,5 +121,5 @@ class SparkWriter:
         try:
             commit()
         except Exception as error:  # py4j and Spark raise many types; report them all as one
-            raise SinkError(f"commit failed: {str(error).splitlines()[0]}",
+            raise SinkError(f"commit failed: {spark_error_summary(error)}",
                             table=self.identifier) from error

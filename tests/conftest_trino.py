@@ -22,7 +22,6 @@ import shutil
 import socket
 import subprocess
 import tarfile
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,7 +32,8 @@ import httpx
 import pytest
 import trino
 
-from lakehouse.spark.jars import default_cache_dir
+from lakehouse.errors import SparkClasspathError
+from lakehouse.spark.jars import default_cache_dir, resolve_manifest
 from tests.conftest_catalog import CatalogServerHandle
 
 TRINO_VERSION = "476"
@@ -46,14 +46,12 @@ LOG_TAIL_LINES = 60
 
 _PARTS = ("bin/", "lib/", "plugin/iceberg/")
 _SKIPPED = ("plugin/iceberg/hdfs/",)  # the legacy Hadoop file system: only with fs.hadoop.enabled
-_COMPLETE = ".complete"  # written last: a folder without it is an interrupted installation
-_MVN_TIMEOUT_S = 1800
 _JVM_CONFIG = ("-server", "-Xmx1G", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError",
                "-Djdk.attach.allowAttachSelf=true", "-Dfile.encoding=UTF-8")
 
 
 class TrinoSetupError(RuntimeError):
-    """Trino cannot be installed: Maven or a Java 24+ runtime is missing, or Maven failed."""
+    """Trino cannot run here: no Java 24+ runtime."""
 
 
 def catalog_properties(catalog_uri: str) -> dict[str, str]:
@@ -86,9 +84,9 @@ def properties_text(properties: dict[str, str]) -> str:
 def trino_home(cache_dir: Path | None = None) -> Path:
     """Return the unpacked Trino server, resolving and unpacking it on first use.
 
-    The server lands in ``<cache_dir>/trino-476-<hash of the manifest>/``. The tarball is
-    copied and unpacked into a temporary folder that is renamed into place when complete, so
-    an interrupted run leaves nothing half unpacked and concurrent runs do not collide.
+    The server lands in ``<cache_dir>/trino-476-<hash>/`` through
+    :func:`lakehouse.spark.jars.resolve_manifest` (Maven copies the tarball into a temporary
+    folder, the wanted parts are unpacked there, the folder is renamed into place).
 
     Args:
         cache_dir: The parent folder; default the folder holding the Spark jar cache.
@@ -97,12 +95,10 @@ def trino_home(cache_dir: Path | None = None) -> Path:
         The server's installation folder (``bin/launcher``, ``lib/``, ``plugin/iceberg/``).
 
     Raises:
-        TrinoSetupError: ``mvn`` is missing or failed.
+        lakehouse.errors.SparkClasspathError: ``mvn`` is missing or failed.
     """
     folder = (cache_dir or default_cache_dir().parent) / f"trino-{TRINO_VERSION}-{_digest()}"
-    if not (folder / _COMPLETE).is_file():
-        _install(folder)
-    return folder
+    return resolve_manifest(MANIFEST, folder, finish=_unpack)
 
 
 def _digest() -> str:
@@ -110,42 +106,11 @@ def _digest() -> str:
     return hashlib.sha256(content).hexdigest()[:16]
 
 
-def _install(folder: Path) -> None:
-    """Resolve the tarball with Maven and unpack the server's parts into ``folder``."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise TrinoSetupError("Maven (`mvn`) is needed once to fetch the Trino server and is "
-                              "not on PATH (Debian: `apt-get install maven`)")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
-        download = staging / ".download"
-        _copy_dependencies(mvn, download)
-        _extract(download / f"trino-server-{TRINO_VERSION}.tar.gz", staging)
-        shutil.rmtree(download)
-        (staging / _COMPLETE).write_text(f"io.trino:trino-server:{TRINO_VERSION}\n")
-        try:
-            staging.rename(folder)
-        except OSError:  # another process completed the same folder first
-            if not (folder / _COMPLETE).is_file():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _copy_dependencies(mvn: str, into: Path) -> None:
-    command = [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(MANIFEST),
-               "dependency:copy-dependencies", f"-DoutputDirectory={into}"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=_MVN_TIMEOUT_S,
-                              check=False)
-    except subprocess.TimeoutExpired as error:
-        raise TrinoSetupError(f"Maven did not resolve {MANIFEST} within {_MVN_TIMEOUT_S} s"
-                              ) from error
-    if done.returncode != 0:
-        errors = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line]
-        detail = "\n".join(errors[:5]) or f"exit code {done.returncode}"
-        raise TrinoSetupError(f"Maven could not resolve {MANIFEST}:\n{detail}")
+def _unpack(staging: Path) -> None:
+    """Replace the tarball Maven copied into ``staging`` by the server parts it holds."""
+    tarball = staging / f"trino-server-{TRINO_VERSION}.tar.gz"
+    _extract(tarball, staging)
+    tarball.unlink()
 
 
 def _relative(name: str) -> str:
@@ -329,7 +294,7 @@ def trino_server(catalog_server: CatalogServerHandle,
     """
     try:
         home, java = trino_home(), java_home()
-    except TrinoSetupError as error:
+    except (TrinoSetupError, SparkClasspathError) as error:
         pytest.fail(str(error))
     root = tmp_path_factory.mktemp("trino")
     port, catalog = _free_port(), catalog_properties(catalog_server.uri)

@@ -25,10 +25,12 @@ from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.base import ChangeFeed, projected
 from lakehouse.sources.delta_files import file_change
 from lakehouse.sources.row_counts import delta_row_count
+from sinks.spark_errors import spark_error_summary
 
 log = logging.getLogger(__name__)
-# How Spark and Hadoop word a data file that is gone.
-_MISSING = re.compile(r"not found|no such file|does not exist|FILE_NOT_EXIST", re.IGNORECASE)
+# How Spark, Delta and Hadoop name a data file that is gone.
+_MISSING = re.compile(r"FileNotFoundException|FILE_NOT_EXIST|DELTA_FILE_NOT_FOUND"
+                      r"|DELTA_CHANGE_DATA_FILE_NOT_FOUND|No such file")
 
 _REMOVED_CHANGES = ("delete", "update_preimage")  # the others: insert, update_postimage
 _CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -116,13 +118,23 @@ class DeltaSourceReader:
             rows = with_weight(rows)
             return ChangeFeed.of(consolidate(rows)) if old is None else ChangeFeed.empty(rows)
         if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
-            changes = self._cdf(old, new)
+            try:
+                return self._feed(old, self._cdf(old, new), columns)
+            except SnapshotExpiredError:
+                raise
+            except SourceError as error:  # e.g. the feed was off for a version in between
+                reason = f"the change data feed is unreadable ({error})"
         else:
-            log.warning(
-                "source %r: no change data feed from version %s to %s "
-                "(delta.enableChangeDataFeed off); comparing the versions' data files instead, "
-                "which reads every rewritten file whole", self.name, old + 1, new)
-            changes = file_change(self._at(old), self._at(new), self._read)
+            reason = "delta.enableChangeDataFeed off"
+        log.warning(
+            "source %r: no change data feed from version %s to %s (%s); comparing the "
+            "versions' data files instead, which reads every rewritten file whole",
+            self.name, old + 1, new, reason)
+        return self._feed(old, file_change(self._at(old), self._at(new), self._read), columns)
+
+    def _feed(self, old: int, changes: DataFrame, columns: Collection[str] | None
+              ) -> ChangeFeed:
+        """``changes`` projected onto ``columns``, consolidated and materialized."""
         names = projected([n for n in changes.columns if n != WEIGHT], columns)
         rows = consolidate(changes.select(*[_column(n) for n in names], WEIGHT))
         return ChangeFeed.of(self._materialized(old, rows))
@@ -154,8 +166,8 @@ class DeltaSourceReader:
         try:
             return rows.localCheckpoint(eager=True)
         except Exception as error:  # py4j wraps Spark's and Hadoop's errors
-            cause = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-            if _MISSING.search(str(error)):
+            cause = spark_error_summary(error)
+            if _MISSING.search(cause) or _MISSING.search(str(error)):
                 raise SnapshotExpiredError(
                     f"a data file the change since version {old} needs was removed by VACUUM "
                     f"({cause})", source=self.name, version=old) from None

@@ -18,12 +18,13 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from xml.etree import ElementTree
 
 from lakehouse.errors import SparkClasspathError
 
-__all__ = ["MANIFEST", "default_cache_dir", "maven_coordinates", "spark_jars"]
+__all__ = ["MANIFEST", "default_cache_dir", "maven_coordinates", "resolve_manifest", "spark_jars"]
 
 MANIFEST = Path(__file__).with_name("pom.xml")
 _POM = "{http://maven.apache.org/POM/4.0.0}"
@@ -96,9 +97,38 @@ def spark_jars(cache_dir: Path | None = None, manifest: Path = MANIFEST) -> list
         SparkClasspathError: ``mvn`` is missing or failed, or the cache is not writable.
     """
     folder = (cache_dir or default_cache_dir()) / f"spark-{_digest(manifest)}"
-    if not (folder / _COMPLETE).is_file():
-        _resolve(manifest, folder)
-    return sorted(folder.glob("*.jar"))
+    return sorted(resolve_manifest(manifest, folder).glob("*.jar"))
+
+
+def resolve_manifest(manifest: Path, folder: Path,
+                     finish: Callable[[Path], None] | None = None) -> Path:
+    """Copy a Maven manifest's dependencies into ``folder`` once, atomically.
+
+    A folder with its completion marker is returned as is (no Maven call). Otherwise the
+    artifacts are copied into a temporary folder beside it, ``finish`` may rework them
+    there (unpack an archive), and the folder is renamed into place, readable by everyone
+    (an image resolves as root and runs as another user). An interrupted run leaves nothing
+    half resolved; concurrent runs do not collide.
+
+    Args:
+        manifest: The ``pom.xml``.
+        folder: Where the artifacts land.
+        finish: Called with the temporary folder after the copy.
+
+    Returns:
+        ``folder``.
+
+    Raises:
+        SparkClasspathError: ``mvn`` is missing or failed, or the cache is not writable.
+    """
+    try:
+        if not (folder / _COMPLETE).is_file():
+            _resolve(manifest, folder, finish)
+    except OSError as error:
+        raise SparkClasspathError(
+            f"cannot write the Maven cache {folder}: {error}; set LAKEHOUSE_CACHE_DIR to a "
+            "writable folder") from error
+    return folder
 
 
 def _digest(manifest: Path) -> str:
@@ -108,8 +138,8 @@ def _digest(manifest: Path) -> str:
         raise SparkClasspathError(f"cannot read the Maven manifest {manifest}: {error}") from error
 
 
-def _resolve(manifest: Path, folder: Path) -> None:
-    """Copy the manifest's jars into ``folder`` with Maven, atomically."""
+def _resolve(manifest: Path, folder: Path, finish: Callable[[Path], None] | None) -> None:
+    """Copy the manifest's artifacts into ``folder`` with Maven, atomically."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise SparkClasspathError(
@@ -117,16 +147,16 @@ def _resolve(manifest: Path, folder: Path) -> None:
             "it (Debian: `apt-get install maven`), or set spark.jars to jar paths, or "
             f"spark.jars_packages to {','.join(maven_coordinates(manifest))}."
         )
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    except OSError as error:
-        raise SparkClasspathError(
-            f"cannot write the jar cache {folder.parent}: {error}; set LAKEHOUSE_CACHE_DIR to a "
-            "writable folder") from error
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         _copy_dependencies(mvn, manifest, staging)
+        if finish is not None:
+            finish(staging)
         (staging / _COMPLETE).write_text(",".join(maven_coordinates(manifest)) + "\n")
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the cache from other users
+        if folder.exists() and not (folder / _COMPLETE).is_file():
+            shutil.rmtree(folder)  # left by an older, interrupted layout
         try:
             staging.rename(folder)
         except OSError:  # another process completed the same folder first

@@ -107,9 +107,9 @@ def test_iceberg_spark_commit_from_a_stale_frontier_is_refused(
     winner, loser = sink(), sink()
     assert winner.frontier() == loser.frontier() == {"s": 1}
     delta = spark.createDataFrame([("b", 2, 1)], f"{ROWS}, _weight bigint")
-    winner.apply_arrow(delta, None, {"s": 2})
+    winner.apply(delta, None, {"s": 2})
     with pytest.raises(SinkError, match="committed first"):
-        loser.apply_arrow(delta, None, {"s": 2})
+        loser.apply(delta, None, {"s": 2})
     table = rest_catalog.load_table(identifier)
     rows = Counter(tuple(r.values()) for r in table.scan().to_arrow().to_pylist())
     assert rows == Counter({("a", 1): 1, ("b", 2): 1})

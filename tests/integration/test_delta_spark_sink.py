@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lakehouse.duckdb_client import connect
 from sinks.delta import DeltaSink
 from sinks.delta_commit import commit_frontier
+from sinks.errors import SinkError
 
 pytestmark = pytest.mark.spark
 
@@ -76,7 +77,9 @@ def test_a_replayed_spark_commit_is_skipped_by_delta(spark: SparkSession, tmp_pa
     first, replay = _sink(uri, spark), _sink(uri, spark)  # both read version 0 as the base
     delta = _frame(spark, [(2, 2, 1)])  # inserts only: a blind append, no conflict to detect
     first.apply(delta, None, {"s": 2})
-    replay.apply(delta, None, {"s": 2})
+    with pytest.raises(SinkError, match="another commit landed first") as error:
+        replay.apply(delta, None, {"s": 2})  # skipped by Delta itself, and said so
+    assert error.value.table == uri
     table = DeltaTable(uri)
     assert table.version() == 1
     assert _readers(spark, uri)["delta-rs"] == Counter({(1, 1): 1, (2, 2): 1})
@@ -111,6 +114,6 @@ def test_a_spark_merge_on_a_moved_table_is_refused(spark: SparkSession, tmp_path
     _sink(uri, spark).replace(spark.createDataFrame([(1, 1)], "k long, n long"), {"s": 1})
     stale = _sink(uri, spark)
     _sink(uri, spark).apply(_frame(spark, [(1, 1, -1), (1, 2, 1)]), ["k"], {"s": 2})
-    with pytest.raises(Exception, match="another commit landed first"):
+    with pytest.raises(SinkError, match="another commit landed first"):
         stale.apply(_frame(spark, [(1, 1, -1), (1, 3, 1)]), ["k"], {"s": 2})
     assert _readers(spark, uri)["delta-rs"] == Counter({(1, 2): 1})

@@ -166,7 +166,7 @@ def test_empty_append_makes_a_snapshot_with_its_properties(spark) -> None:
     assert [(s[1], s[2]) for s in _snapshots(spark, table, "k")] == [("append", "empty")]
 
 
-def test_rest_catalog_through_relocated_httpclient(spark, catalog_server, rest_catalog) -> None:
+def test_rest_catalog_through_the_runtime_jar(spark, catalog_server, rest_catalog) -> None:
     session = build_spark_session(
         app_name="test-spark-session",
         catalog_name=REST,
