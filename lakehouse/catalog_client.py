@@ -8,8 +8,29 @@ from contextlib import contextmanager
 import httpx
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import RESTError
+from requests.exceptions import ConnectionError as RequestConnectionError
+from requests.exceptions import RequestException, Timeout
 
 from lakehouse.config import Config
+from lakehouse.errors import CatalogUnavailableError
+
+
+def connect_catalog(uri: str) -> RestCatalog:
+    """A pyiceberg client of the REST catalog at ``uri`` (its ``/v1/config`` is read now).
+
+    Raises:
+        CatalogUnavailableError: Nothing answers there, or not as an Iceberg REST catalog.
+    """
+    try:
+        return RestCatalog("lakehouse", uri=uri)
+    except RequestConnectionError:
+        raise CatalogUnavailableError(uri, "cannot connect") from None
+    except Timeout:
+        raise CatalogUnavailableError(uri, "timed out") from None
+    except (RequestException, RESTError, ValueError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise CatalogUnavailableError(uri, reason[:80]) from None
 
 
 def catalog_answers(uri: str) -> bool:
@@ -48,12 +69,12 @@ def open_catalog(config: Config) -> Iterator[Catalog]:
     loopback port for the duration of the block.
     """
     if catalog_answers(config.catalog_uri) or not config.catalog.embedded:
-        yield RestCatalog("lakehouse", uri=config.catalog_uri)
+        yield connect_catalog(config.catalog_uri)
         return
     from lakehouse.runtime import start_catalog
 
     server = start_catalog(config, port=0)
     try:
-        yield RestCatalog("lakehouse", uri=server.uri)
+        yield connect_catalog(server.uri)
     finally:
         server.stop()

@@ -62,6 +62,18 @@ class ListenError(LakehouseError):
         return cls(address, reason[:1].lower() + reason[1:], key=key)
 
 
+class CatalogUnavailableError(LakehouseError):
+    """No Iceberg REST catalog answers at the configured URI.
+
+    Attributes:
+        uri: The catalog's base URI.
+    """
+
+    def __init__(self, uri: str, reason: str):
+        self.uri = uri
+        super().__init__(f"catalog.uri {uri}: no Iceberg REST catalog answers ({reason})")
+
+
 class SourceError(LakehouseError):
     """A source cannot be read: missing table, unknown version, bad change feed.
 

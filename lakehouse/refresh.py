@@ -275,13 +275,14 @@ def _delta(feed: ChangeFeed | None) -> DataFrame | Callable[[], DataFrame] | Non
     """The change feed as the view delta reads it on Spark.
 
     A feed in Arrow is turned into a DataFrame only if a Spark query reads it; one that
-    Spark computes is materialized once, since the delta terms read it several times.
+    Spark computes is materialized once (unless its reader did), since the delta terms read
+    it several times.
     """
     if feed is None:
         return None
     if feed.materialized:
         return lambda: feed.rows
-    return feed.rows.localCheckpoint(eager=True)
+    return feed.rows if feed.checkpointed else feed.rows.localCheckpoint(eager=True)
 
 
 def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan,

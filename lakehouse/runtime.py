@@ -10,7 +10,6 @@ from types import TracebackType
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import SparkSession
 
@@ -18,7 +17,7 @@ from catalog_api import CatalogSettings
 from catalog_api.errors import ListenError as CatalogListenError
 from catalog_api.server import RunningServer, serve_in_thread
 from ivm import SourceInput, ViewPlan, recompute, referenced_sources
-from lakehouse.catalog_client import catalog_answers, register_delta_copy
+from lakehouse.catalog_client import catalog_answers, connect_catalog, register_delta_copy
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
 from lakehouse.errors import ListenError, SourceError
@@ -87,7 +86,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         if config.catalog.embedded and start_embedded_catalog and not catalog_answers(
                 config.catalog_uri):
             self.server = start_catalog(config)
-        self.catalog: Catalog = RestCatalog("lakehouse", uri=config.catalog_uri)
+        self.catalog: Catalog = connect_catalog(config.catalog_uri)
         self.spark: SparkSession = build_spark_session(
             app_name="lakehouse-freshness", master=config.spark.master,
             catalog_name=config.spark.catalog_name, catalog_uri=config.catalog_uri,

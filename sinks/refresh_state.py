@@ -9,7 +9,7 @@ storage table, under ``refresh-state``, a JSON record::
                         "uuid": "d4a10b5c-...", "snapshot-id": 6148331192489823102}]}
 
 Where it fits here: every sink commit carries it (Iceberg: snapshot summary and table
-properties; Delta: commit info ``custom_metadata``), next to :data:`sinks.frontier.FRONTIER_KEY`,
+properties; Delta: commit info ``userMetadata``), next to :data:`sinks.frontier.FRONTIER_KEY`,
 which recovery reads. Iceberg sources (tables and views maintained here, which are Iceberg
 tables) are recorded as ``table`` states. Delta sources are not Iceberg objects; the proposal
 lets producers skip such dependencies, and their versions stay in the frontier. A view here

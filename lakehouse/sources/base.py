@@ -34,10 +34,13 @@ class ChangeFeed:
             Arrow; ``rows`` then reads a local file holding them, cheap to read again.
             None when Spark computes the change: ``rows`` is then a plan over the
             table's files, worth materializing once before it is read several times.
+        checkpointed: Whether ``rows`` is already materialized on the executors (the
+            reader checkpointed it to catch a failed read early).
     """
 
     spark_rows: Callable[[], DataFrame]
     arrow: pa.Table | None = None
+    checkpointed: bool = False
 
     @cached_property
     def rows(self) -> DataFrame:
@@ -45,9 +48,10 @@ class ChangeFeed:
         return self.spark_rows()
 
     @classmethod
-    def of(cls, rows: DataFrame, arrow: pa.Table | None = None) -> ChangeFeed:
+    def of(cls, rows: DataFrame, arrow: pa.Table | None = None,
+           checkpointed: bool = False) -> ChangeFeed:
         """A change whose Spark rows are already built."""
-        return cls(lambda: rows, arrow)
+        return cls(lambda: rows, arrow, checkpointed)
 
     @classmethod
     def empty(cls, rows: DataFrame) -> ChangeFeed:

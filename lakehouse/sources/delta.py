@@ -137,7 +137,7 @@ class DeltaSourceReader:
         """``changes`` projected onto ``columns``, consolidated and materialized."""
         names = projected([n for n in changes.columns if n != WEIGHT], columns)
         rows = consolidate(changes.select(*[_column(n) for n in names], WEIGHT))
-        return ChangeFeed.of(self._materialized(old, rows))
+        return ChangeFeed.of(self._materialized(old, rows), checkpointed=True)
 
     def _at(self, version: int) -> DeltaTable:
         """The table at ``version``; SnapshotExpiredError when its log is gone."""

@@ -90,3 +90,16 @@ def test_serve_in_thread_raises_listen_error(tmp_path: Path, taken_port: int) ->
         serve_in_thread(settings, "127.0.0.1", taken_port)
     assert (raised.value.host, raised.value.port) == ("127.0.0.1", taken_port)
     assert str(raised.value) == f"127.0.0.1:{taken_port}: address already in use"
+
+
+def test_run_reports_a_catalog_that_does_not_answer(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there
+    config = tmp_path / "lakehouse.yaml"
+    config.write_text(f"warehouse: ./wh\ncatalog:\n  embedded: false\n"
+                      f"  uri: http://127.0.0.1:{port}/iceberg\n")
+    done = _lakehouse("run", "-c", str(config), "--metrics-listen", "")
+    assert done.returncode != 0
+    assert done.stdout.startswith(f"error: catalog.uri http://127.0.0.1:{port}/iceberg: no "
+                                  "Iceberg REST catalog answers"), done.stdout + done.stderr
+    assert len(done.stdout.strip().splitlines()) == 1
+    assert "Traceback" not in done.stdout + done.stderr
