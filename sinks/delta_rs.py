@@ -48,6 +48,8 @@ def write(target: DeltaTable | str, rows: pa.Table, mode: Literal["append", "ove
         SinkError: The commit failed; the table is unchanged.
     """
     configuration = CREATE_CONFIGURATION if commit.create else None
+    if commit.create:  # every column nullable, as Spark creates it: a MERGE's delete markers
+        rows = rows.cast(pa.schema([field.with_nullable(True) for field in rows.schema]))
     how: Literal["append", "overwrite", "error"] = (
         "error" if commit.create and mode == "append" else mode)
     try:

@@ -103,3 +103,17 @@ def test_keyed_merge_from_a_stale_base_is_refused(tmp_path: Path) -> None:
     table = DeltaTable(uri)
     assert table.version() == 1 and table.transaction_version("lakehouse:v") == 2
     assert commit_frontier(table.history(1)[0]) == {"s": 2}
+
+
+def test_a_table_created_from_non_null_columns_takes_keyed_merges(tmp_path: Path) -> None:
+    """Columns are created nullable (as Spark creates them): a MERGE's delete markers hold
+    NULL in every non-key column."""
+    uri = str(tmp_path / "v")
+    schema = pa.schema([pa.field("k", pa.int64()), pa.field("n", pa.int64(), nullable=False)])
+    DeltaSink(uri, app_id="lakehouse:v").replace_arrow(
+        pa.table({"k": [1, 2], "n": [10, 20]}, schema=schema), {"s": 1})
+    assert all(field.nullable for field in DeltaTable(uri).schema().fields)
+    sink = DeltaSink(uri, app_id="lakehouse:v")
+    sink.frontier()
+    sink.apply_arrow(_delta([1, 1], [10, 11], [-1, 1]), ["k"], {"s": 2})
+    assert _rows(uri) == Counter({(1, 11): 1, (2, 20): 1})
