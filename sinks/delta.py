@@ -137,7 +137,7 @@ class DeltaSink:
         from sinks import delta_spark
 
         commit = self._commit(frontier)
-        delta_spark.write(self._session(), self.uri, rows, "overwrite", commit)
+        delta_spark.write(self.uri, rows, "overwrite", commit)
         self._require_landed(commit)
 
     def _require_landed(self, commit: DeltaCommit) -> None:

@@ -35,14 +35,13 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
-def write(spark: SparkSession, uri: str, rows: DataFrame,
-          mode: Literal["append", "overwrite"], commit: DeltaCommit) -> None:
+def write(uri: str, rows: DataFrame, mode: Literal["append", "overwrite"],
+          commit: DeltaCommit) -> None:
     """Append or overwrite ``rows`` (the view's columns) in one commit, from the executors.
 
     Args:
-        spark: The session (unused but for symmetry with :func:`apply`).
         uri: The table's path or URI.
-        rows: The rows to write.
+        rows: The rows to write (in their session).
         mode: ``append`` or ``overwrite``; an append that creates the table fails if a
             concurrent refresh created it first.
         commit: What the commit carries.
@@ -81,7 +80,7 @@ def apply(spark: SparkSession, uri: str, base_version: int | None, delta: DataFr
     """
     inserts_only = key is None and delta.where(F.col(WEIGHT) < 0).isEmpty()
     if base_version is None or inserts_only or delta.isEmpty():
-        write(spark, uri, expand(delta), "append", commit)
+        write(uri, expand(delta), "append", commit)
         return
     current = spark.read.format("delta").option("versionAsOf", base_version).load(uri)
     source = (keyed_merge_source(delta, key) if key is not None
