@@ -19,6 +19,7 @@ from catalog_api.metrics_store import MetricsStore
 from catalog_api.middleware import BodySizeLimitMiddleware
 from catalog_api.prefix import PrefixMiddleware, route_prefix
 from catalog_api.scan_plans import ScanPlanRegistry
+from catalog_api.security import AuthenticationMiddleware, Authenticator
 from catalog_api.signing import RemoteSigner
 from catalog_api.store import CatalogStore
 from catalog_api.view_store import ViewStore
@@ -44,13 +45,18 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         The FastAPI application (``app.state.store`` holds its ``CatalogStore``,
         ``app.state.metrics`` its ``MetricsStore``). Keyed mutation requests go through
         ``IdempotencyMiddleware``; bodies are size-limited by ``BodySizeLimitMiddleware``;
-        plain ``loadTable`` requests are answered by ``LoadTableFastPath`` before routing;
-        ``PrefixMiddleware`` (outermost) maps ``/v1/{catalog_name}/...`` onto ``/v1/...``.
+        plain ``loadTable`` requests of readers are answered by ``LoadTableFastPath``
+        before routing; ``AuthenticationMiddleware`` answers 401 to unauthenticated callers
+        before all of them (``app.state.authenticator``); ``PrefixMiddleware`` (outermost)
+        maps ``/v1/{catalog_name}/...`` onto ``/v1/...``.
 
     Raises:
+        catalog_api.security.AuthSetupError: A client secret or the token key of
+            ``settings.auth`` cannot be read.
         sqlalchemy.exc.ArgumentError: If ``settings.database_url`` is not a valid URL.
         sqlalchemy.exc.OperationalError: If the database cannot be reached.
     """
+    authenticator = Authenticator(settings.auth, settings.catalog_name)
     store = CatalogStore(settings)
     scan_plans = ScanPlanRegistry(settings.planning)
 
@@ -78,6 +84,7 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     app.state.scan_plans = scan_plans
     app.state.credential_vendor = CredentialVendor(settings)
     app.state.remote_signer = RemoteSigner(settings)
+    app.state.authenticator = authenticator
     install_error_handlers(app)
     idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
     app.add_middleware(IdempotencyMiddleware, store=idempotency)
@@ -88,6 +95,7 @@ def create_app(settings: CatalogSettings) -> FastAPI:
         delegations=(app.state.credential_vendor, app.state.remote_signer),
         separator=settings.decoded_namespace_separator,
     )
+    app.add_middleware(AuthenticationMiddleware, authenticator=authenticator)
     prefixes = frozenset({settings.catalog_name}) if route_prefix(settings.catalog_name) else None
     app.add_middleware(PrefixMiddleware, prefixes=prefixes or frozenset())
     app.include_router(api_router, prefix=API_PREFIX)

@@ -4,9 +4,10 @@ Implements the ``vended-credentials`` access delegation of the REST spec (1.11.0
 components/parameters/data-access, schemas StorageCredential, LoadTableResult,
 LoadCredentialsResponse): when a client sends ``X-Iceberg-Access-Delegation:
 vended-credentials``, load/create/register-table answers carry ``storage-credentials`` (one
-per table location prefix) with temporary keys from STS ``AssumeRole`` (a session policy
-limits them to the table's location) or, with no role configured, ``GetSessionToken``; and
-``config`` carries the ``s3.endpoint`` / region clients need.
+per table location prefix) with temporary keys from STS ``AssumeRole`` or, with no role
+configured, ``GetFederationToken``; and ``config`` carries the ``s3.endpoint`` / region
+clients need. Either way a session policy limits the keys to the table's own location, and
+to reading unless the caller holds the writer role on the table's namespace.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ VENDED_CREDENTIALS = "vended-credentials"
 S3_SCHEMES = ("s3", "s3a", "s3n")
 #: Cached credentials are reused while at least this fraction of their lifetime remains.
 REUSE_FRACTION = 0.5
+READ_ACTIONS = ("s3:GetObject",)
+WRITE_ACTIONS = (*READ_ACTIONS, "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
 
 
 class CredentialVendingError(CatalogError):
@@ -49,11 +52,12 @@ def wants_vended_credentials(header: str | None) -> bool:
     return VENDED_CREDENTIALS in {part.strip().lower() for part in (header or "").split(",")}
 
 
-def session_policy(location: str) -> str:
+def session_policy(location: str, writable: bool = True) -> str:
     """An IAM session policy allowing object access under one S3 location only.
 
     Args:
         location: ``s3://bucket/prefix`` of a table.
+        writable: Allow writing and deleting objects too; reading only when false.
 
     Returns:
         The policy document as JSON.
@@ -68,7 +72,7 @@ def session_policy(location: str) -> str:
     }
     if prefix:
         listing["Condition"] = {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}
-    actions = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
+    actions = list(WRITE_ACTIONS if writable else READ_ACTIONS)
     document = {
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Action": actions, "Resource": [objects]}, listing],
@@ -93,7 +97,7 @@ class CredentialVendor:
 
     def __init__(self, settings: CatalogSettings) -> None:
         self.s3: S3Settings | None = settings.s3
-        self._cache: dict[str, _Issued] = {}
+        self._cache: dict[tuple[str, bool], _Issued] = {}
         self._lock = threading.Lock()
         self._sts: Any = None
 
@@ -131,19 +135,22 @@ class CredentialVendor:
             )
         return self._sts
 
-    def _issue(self, s3: S3Settings, location: str) -> _Issued:
+    def _issue(self, s3: S3Settings, location: str, writable: bool) -> _Issued:
         client = self._client(s3)
         lifetime = s3.credentials_lifetime_s
+        policy = session_policy(location, writable)
         try:
             if s3.role_arn:
                 answer = client.assume_role(
                     RoleArn=s3.role_arn,
                     RoleSessionName=f"iceberg-catalog-{int(time.time())}",
                     DurationSeconds=lifetime,
-                    Policy=session_policy(location),
+                    Policy=policy,
                 )
             else:
-                answer = client.get_session_token(DurationSeconds=lifetime)
+                answer = client.get_federation_token(
+                    Name=f"iceberg-{'rw' if writable else 'ro'}", Policy=policy,
+                    DurationSeconds=lifetime)
         except (BotoCoreError, ClientError) as exc:
             raise CredentialVendingError(f"STS did not issue credentials: {exc}") from exc
         credentials = answer["Credentials"]
@@ -156,12 +163,15 @@ class CredentialVendor:
         }
         return _Issued(config, expires_at_s, time.time())
 
-    def storage_credentials(self, location: str | None) -> list[StorageCredential]:
+    def storage_credentials(
+        self, location: str | None, writable: bool = False
+    ) -> list[StorageCredential]:
         """Temporary credentials for one table location (cached while fresh).
 
         Args:
             location: The table's location; only ``s3://`` (``s3a``, ``s3n``) locations get
                 credentials.
+            writable: Credentials that may also write and delete under the location.
 
         Returns:
             One ``StorageCredential`` whose prefix is the location, or none when vending is
@@ -177,21 +187,24 @@ class CredentialVendor:
             return []
         prefix = location.rstrip("/")
         with self._lock:
-            issued = self._cache.get(prefix)
+            issued = self._cache.get((prefix, writable))
             now = time.time()
             if issued is None or now > issued.expires_at_s - REUSE_FRACTION * (
                 issued.expires_at_s - issued.issued_at_s
             ):
-                issued = self._issue(s3, prefix)
-                self._cache[prefix] = issued
+                issued = self._issue(s3, prefix, writable)
+                self._cache[(prefix, writable)] = issued
         return [StorageCredential(prefix=prefix, config=dict(issued.config))]
 
-    def decorate(self, response: TableResponse, access_delegation: str | None) -> TableResponse:
+    def decorate(
+        self, response: TableResponse, access_delegation: str | None, writable: bool = False
+    ) -> TableResponse:
         """Add vended credentials and storage config to a load-table answer, when asked.
 
         Args:
             response: The answer of load/create/register-table.
             access_delegation: The request's ``X-Iceberg-Access-Delegation`` header.
+            writable: The caller may write the table (else the keys only read).
 
         Returns:
             The answer with ``storage-credentials`` and ``config`` filled in, or unchanged
@@ -202,7 +215,7 @@ class CredentialVendor:
         """
         if not self.applies(access_delegation):
             return response
-        credentials = self.storage_credentials(response.metadata.location)
+        credentials = self.storage_credentials(response.metadata.location, writable)
         if not credentials:
             return response
         config = {**self.client_config(), **response.config}

@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the store and identifiers decoded from the URL."""
+"""FastAPI dependencies: the store, the caller, and namespaces checked against its roles."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from fastapi import Depends, Path, Query, Request
 from pyiceberg.typedef import Identifier
 
 from catalog_api.metrics_store import MetricsStore
+from catalog_api.security import PRINCIPAL, Principal, Role
+from catalog_api.security.roles import anonymous_admin
 from catalog_api.store import CatalogStore
 
 #: Separator of namespace parts in URLs (``%1F`` once URL-encoded), per the REST spec.
@@ -72,7 +74,43 @@ async def parent_query(
     return split_namespace(parent or "", _separator(request))
 
 
+async def get_principal(request: Request) -> Principal:
+    """The caller, as ``AuthenticationMiddleware`` recorded it (anonymous admin without it)."""
+    principal: Principal | None = getattr(request.state, PRINCIPAL, None)
+    return principal if principal is not None else anonymous_admin()
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def _action(request: Request) -> str:
+    """What a request does, from its route's name: ``drop_table`` -> ``drop table``."""
+    route = request.scope.get("route")
+    return getattr(route, "name", "call this route").replace("_", " ")
+
+
+def namespace_with_role(role: Role) -> object:
+    """A dependency: the ``{namespace}`` path parameter, once the caller holds ``role`` on it.
+
+    Raises (in the dependency):
+        ForbiddenError: 403 when the caller's role on the namespace is lower.
+    """
+
+    async def checked(request: Request, principal: PrincipalDep,
+                      namespace: Annotated[Identifier, Depends(namespace_path)]) -> Identifier:
+        principal.require(namespace, role, _action(request))
+        return namespace
+
+    return Depends(checked)
+
+
 StoreDep = Annotated[CatalogStore, Depends(get_store)]
 MetricsDep = Annotated[MetricsStore, Depends(get_metrics)]
 NamespaceDep = Annotated[Identifier, Depends(namespace_path)]
+#: The path's namespace, on which the caller holds at least the reader role.
+ReadableNamespace = Annotated[Identifier, namespace_with_role(Role.READER)]
+#: The path's namespace, on which the caller holds at least the writer role.
+WritableNamespace = Annotated[Identifier, namespace_with_role(Role.WRITER)]
+#: The path's namespace, on which the caller holds the admin role.
+AdministeredNamespace = Annotated[Identifier, namespace_with_role(Role.ADMIN)]
 ParentDep = Annotated[Identifier, Depends(parent_query)]

@@ -29,7 +29,7 @@ from pyiceberg.exceptions import (
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from catalog_api.core.config import API_PREFIX
+from catalog_api.core import API_PREFIX
 from catalog_api.spec_endpoints import find_operation
 
 logger = logging.getLogger(__name__)
@@ -56,8 +56,22 @@ class BadRequestError(CatalogError):
     error_type = "BadRequestException"
 
 
+class NotAuthorizedError(CatalogError):
+    """The request carries no valid credentials (401; answered with ``WWW-Authenticate``)."""
+
+    code = 401
+    error_type = "NotAuthorizedException"
+
+
+class AuthenticationTimeoutError(CatalogError):
+    """The request's token has expired (419, the spec's ``AuthenticationTimeoutResponse``)."""
+
+    code = 419
+    error_type = "AuthenticationTimeoutException"
+
+
 class ForbiddenError(CatalogError):
-    """The request is understood but not allowed, e.g. signing outside a table (403)."""
+    """The caller may not do this: its roles forbid it, or it reaches outside a table (403)."""
 
     code = 403
     error_type = "ForbiddenException"

@@ -4,7 +4,9 @@ Clients poll ``loadTable`` (the scheduler's ``on_change`` poll, DuckDB and Spark
 query), so it is the hottest operation of the catalog. Routing through FastAPI (about 50
 routes, dependency injection, the idempotency and body-size middlewares) costs more than the
 answer itself once the answer is cached. This ASGI middleware serves the common request —
-no vended credentials, ``snapshots`` at most — from the same store functions the route uses:
+no vended credentials, ``snapshots`` at most, a caller with the reader role on the namespace
+(``AuthenticationMiddleware`` identified it before) — from the same store functions the route
+uses:
 
 1. one primary-key lookup of the table's ``metadata_location``
    (:meth:`CatalogStore.metadata_location`);
@@ -16,7 +18,7 @@ no vended credentials, ``snapshots`` at most — from the same store functions t
 Anything else falls through to the route (``routes/tables.py`` ``load_table``), which
 answers with the same ETags and bodies: other query parameters, an invalid ``snapshots``,
 ``X-Iceberg-Access-Delegation`` asking for credentials or remote signing (answers built per
-request), a missing table
+request), a caller without the reader role (the route answers 403), a missing table
 (the route sends the ``ErrorModel``), or any error.
 """
 
@@ -36,6 +38,7 @@ from catalog_api.core.config import API_PREFIX
 from catalog_api.credentials import ACCESS_DELEGATION_HEADER
 from catalog_api.deps import split_namespace
 from catalog_api.etags import matches_if_none_match, table_etag
+from catalog_api.security import PRINCIPAL, Principal, Role
 from catalog_api.store import CatalogStore, SnapshotMode
 
 logger = logging.getLogger(__name__)
@@ -110,6 +113,9 @@ class LoadTableFastPath:
         if any(mechanism.applies(delegation) for mechanism in self.delegations):
             return None
         identifier = (*split_namespace(match.group(1), self.separator), match.group(2))
+        principal: Principal | None = scope.get("state", {}).get(PRINCIPAL)
+        if principal is None or not principal.can(identifier[:-1], Role.READER):
+            return None
         if_none_match = headers.get(_IF_NONE_MATCH)
         return identifier, snapshots, if_none_match.decode("latin-1") if if_none_match else None
 

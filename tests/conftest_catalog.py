@@ -12,11 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
+from catalog_api.security import AuthSettings, ClientSettings, GrantSettings
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,84 @@ def catalog_namespace(rest_catalog: RestCatalog) -> str:
     name = f"ns_{uuid.uuid4().hex[:10]}"
     rest_catalog.create_namespace(name)
     return name
+
+
+# ------------------------------------------------------------------ with authentication
+
+#: Principals of the secure catalog: client id -> (role, namespace of the grant or None).
+SECURE_PRINCIPALS: dict[str, tuple[str, str | None]] = {
+    "admin": ("admin", None),
+    "writer": ("writer", None),
+    "reader": ("reader", None),
+}
+
+
+@dataclass(frozen=True)
+class SecureCatalogHandle:
+    """A catalog with authentication on, its clients and their secrets.
+
+    Attributes:
+        uri: The catalog's base URI.
+        warehouse: The warehouse folder.
+        settings: The server's settings.
+        server: The running server.
+        secrets: Client id -> secret, for every client of ``SECURE_PRINCIPALS``.
+    """
+
+    uri: str
+    warehouse: Path
+    settings: CatalogSettings
+    server: RunningServer
+    secrets: dict[str, str]
+
+    def credential(self, client: str) -> str:
+        """``id:secret`` of a client, as pyiceberg, Spark and Trino take it."""
+        return f"{client}:{self.secrets[client]}"
+
+    def token(self, client: str) -> str:
+        """A fresh bearer token of a client from the token endpoint."""
+        response = httpx.post(f"{self.uri}/v1/oauth/tokens", data={
+            "grant_type": "client_credentials", "client_id": client,
+            "client_secret": self.secrets[client], "scope": "catalog"})
+        response.raise_for_status()
+        token: str = response.json()["access_token"]
+        return token
+
+    def headers(self, client: str) -> dict[str, str]:
+        """The ``Authorization`` header of a client."""
+        return {"Authorization": f"Bearer {self.token(client)}"}
+
+
+def secure_settings(root: Path, principals: dict[str, tuple[str, str | None]],
+                    **extra: Any) -> tuple[CatalogSettings, dict[str, str]]:
+    """Settings with auth on: one client per principal, its secret in a file under ``root``."""
+    secrets_dir = root / "secrets"
+    secrets_dir.mkdir(parents=True, exist_ok=True)
+    secrets: dict[str, str] = {}
+    for client in principals:
+        secrets[client] = f"{client}-{uuid.uuid4().hex}"
+        (secrets_dir / client).write_text(secrets[client])
+    warehouse = root / "warehouse"
+    warehouse.mkdir(parents=True, exist_ok=True)
+    auth = AuthSettings(
+        enabled=True,
+        clients={c: ClientSettings(secret_file=secrets_dir / c) for c in principals},
+        grants={c: [GrantSettings(role=role, namespace=ns)]  # type: ignore[arg-type]
+                for c, (role, ns) in principals.items()},
+    )
+    settings = CatalogSettings(warehouse=warehouse.as_uri(),
+                               database_url=f"sqlite:///{root / 'catalog.db'}", auth=auth, **extra)
+    return settings, secrets
+
+
+@pytest.fixture(scope="session")
+def secure_catalog_server(tmp_path_factory: pytest.TempPathFactory
+                          ) -> Iterator[SecureCatalogHandle]:
+    """The catalog with authentication on (clients ``admin``, ``writer``, ``reader``)."""
+    root = tmp_path_factory.mktemp("secure-catalog")
+    settings, secrets = secure_settings(root, SECURE_PRINCIPALS)
+    running = serve_in_thread(settings, host="127.0.0.1", port=0)
+    try:
+        yield SecureCatalogHandle(running.uri, root / "warehouse", settings, running, secrets)
+    finally:
+        running.stop()

@@ -9,12 +9,21 @@ from urllib.request import url2pathname
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-#: Where the REST API is mounted: clients use ``http://host:port/iceberg`` as base URI.
-API_PREFIX = "/iceberg"
+from catalog_api.core import API_PREFIX
+from catalog_api.security.settings import AuthSettings
+
+__all__ = [
+    "API_PREFIX",
+    "CatalogSettings",
+    "PlanningSettings",
+    "S3Settings",
+    "is_local_location",
+    "local_path",
+]
+
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_TABLE_BODY_CACHE_BYTES = 64 * 1024 * 1024
 DEFAULT_IDEMPOTENCY_KEY_LIFETIME = timedelta(minutes=30)
-DEFAULT_TOKEN_LIFETIME = timedelta(hours=1)
 #: The spec's default namespace separator, URL-encoded (the unit separator byte 0x1F).
 DEFAULT_NAMESPACE_SEPARATOR = "%1F"
 
@@ -105,10 +114,8 @@ class CatalogSettings(BaseModel):
         default_page_size: Page size of paginated lists when the client sends a
             ``pageToken`` but no ``pageSize``.
         max_page_size: Largest page a paginated list returns, whatever ``pageSize`` asks.
-        oauth_clients: Client id -> secret pairs accepted by the deprecated
-            ``POST /v1/oauth/tokens``; ``None`` (the default) accepts any id and secret.
-            Tokens are not checked by the other endpoints.
-        token_lifetime: ``expires_in`` of the tokens issued by ``POST /v1/oauth/tokens``.
+        auth: Authentication (OAuth2 clients, tokens, an external OIDC issuer) and roles
+            per namespace; off by default (every caller is an anonymous admin).
         allowed_locations: Roots besides ``warehouse`` where table locations and registered
             metadata files may live; anything else is refused with 400.
         planning: Server-side scan planning limits.
@@ -132,8 +139,7 @@ class CatalogSettings(BaseModel):
     )
     default_page_size: int = Field(default=100, gt=0)
     max_page_size: int = Field(default=1000, gt=0)
-    oauth_clients: dict[str, str] | None = None
-    token_lifetime: timedelta = Field(default=DEFAULT_TOKEN_LIFETIME, gt=timedelta(0))
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     allowed_locations: list[str] = Field(default_factory=list)
     planning: PlanningSettings = Field(default_factory=PlanningSettings)
     s3: S3Settings | None = None

@@ -15,7 +15,6 @@ import httpx
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import OAuthError
 
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.api.routes.generic_tables import ADVERTISED_ENDPOINTS as POLARIS_ENDPOINTS
@@ -553,25 +552,6 @@ def test_pyiceberg_with_credential_gets_a_token(
     body = token.json()
     assert body["token_type"] == "bearer" and len(body["access_token"]) >= 32
     assert body["expires_in"] == 3600 and body["scope"] == "catalog"
-
-
-def test_oauth_clients_from_settings(make_server: ServerFactory) -> None:
-    server = make_server(oauth_clients={"alice": "s3cret"})
-    catalog = RestCatalog("oauth", uri=server.uri, credential="alice:s3cret")
-    catalog.create_namespace("n")
-    assert catalog.list_namespaces() == [("n",)]
-    with pytest.raises(OAuthError, match="invalid_client"):
-        RestCatalog("oauth", uri=server.uri, credential="alice:wrong")
-    url = f"{server.uri}/v1/oauth/tokens"
-    basic = httpx.post(url, data={"grant_type": "client_credentials"}, auth=("alice", "s3cret"))
-    assert basic.status_code == 200 and basic.json()["access_token"]
-    wrong = httpx.post(url, data={"grant_type": "client_credentials"}, auth=("bob", "s3cret"))
-    assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
-    exchange = httpx.post(url, data={
-        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange", "subject_token": "t"})
-    assert exchange.status_code == 400 and exchange.json()["error"] == "unsupported_grant_type"
-    no_secret = httpx.post(url, data={"grant_type": "client_credentials", "client_id": "alice"})
-    assert no_secret.status_code == 400 and no_secret.json()["error"] == "invalid_request"
 
 
 def test_token_endpoint_is_deprecated_in_openapi(catalog_server: CatalogServerHandle) -> None:

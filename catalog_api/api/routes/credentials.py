@@ -9,7 +9,8 @@ from pyiceberg.catalog.rest import LoadCredentialsResponse
 
 from catalog_api.api.routes.responses import json_response
 from catalog_api.credentials import CredentialVendor
-from catalog_api.deps import NamespaceDep, StoreDep
+from catalog_api.deps import PrincipalDep, ReadableNamespace, StoreDep
+from catalog_api.security import Role
 
 router = APIRouter(prefix="/v1", tags=["Catalog API"])
 
@@ -31,15 +32,19 @@ VendorDep = Annotated[CredentialVendor, Depends(get_vendor)]
 def load_credentials(
     store: StoreDep,
     vendor: VendorDep,
-    namespace: NamespaceDep,
+    principal: PrincipalDep,
+    namespace: ReadableNamespace,
     table: str,
     plan_id: Annotated[str | None, Query(alias="planId")] = None,
 ) -> Response:
     """Return temporary credentials for the table's location (none off S3).
 
-    ``planId`` is accepted: credentials cover the whole table location, so they serve
-    every plan of the table.
+    They only read, unless the caller holds the writer role on the namespace. ``planId`` is
+    accepted: credentials cover the whole table location, so they serve every plan of the
+    table.
     """
-    credentials = vendor.storage_credentials(store.table_location((*namespace, table)))
+    location = store.table_location((*namespace, table))
+    writable = principal.can(namespace, Role.WRITER)
+    credentials = vendor.storage_credentials(location, writable)
     answer = LoadCredentialsResponse.model_validate({"storage-credentials": credentials})
     return json_response(answer)

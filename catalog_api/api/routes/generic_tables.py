@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request, Response, status
 from pyiceberg.catalog.rest import ListTablesResponse
 
 from catalog_api.api.routes.responses import json_response
-from catalog_api.deps import NamespaceDep
+from catalog_api.deps import ReadableNamespace, WritableNamespace
 from catalog_api.generic_table_models import CreateGenericTableRequest, LoadGenericTableResponse
 from catalog_api.generic_tables import GenericTableStore
 from catalog_api.paging import PageDep, paged_json
@@ -49,7 +49,7 @@ def _loaded(table: object) -> Response:
 
 @router.get(TABLES_PATH, response_model=ListTablesResponse, summary="List generic tables")
 def list_generic_tables(
-    tables: GenericTablesDep, namespace: NamespaceDep, page: PageDep
+    tables: GenericTablesDep, namespace: ReadableNamespace, page: PageDep
 ) -> Response:
     """List the generic tables of a namespace; paginated when ``pageToken`` is sent."""
     identifiers, next_token = page.apply(tables.list_tables(namespace), key=lambda i: i[-1])
@@ -61,7 +61,7 @@ def list_generic_tables(
     TABLES_PATH, response_model=LoadGenericTableResponse, summary="Create a generic table"
 )
 def create_generic_table(
-    tables: GenericTablesDep, namespace: NamespaceDep, body: CreateGenericTableRequest
+    tables: GenericTablesDep, namespace: WritableNamespace, body: CreateGenericTableRequest
 ) -> Response:
     """Create a generic table and return it."""
     return _loaded(tables.create_table(namespace, body))
@@ -69,7 +69,7 @@ def create_generic_table(
 
 @router.get(TABLE_PATH, response_model=LoadGenericTableResponse, summary="Load a generic table")
 def load_generic_table(
-    tables: GenericTablesDep, namespace: NamespaceDep, generic_table: str
+    tables: GenericTablesDep, namespace: ReadableNamespace, generic_table: str
 ) -> Response:
     """Return everything the generic table was created with."""
     return _loaded(tables.load_table((*namespace, generic_table)))
@@ -77,7 +77,7 @@ def load_generic_table(
 
 @router.delete(TABLE_PATH, status_code=NO_CONTENT, summary="Drop a generic table")
 def drop_generic_table(
-    tables: GenericTablesDep, namespace: NamespaceDep, generic_table: str
+    tables: GenericTablesDep, namespace: WritableNamespace, generic_table: str
 ) -> Response:
     """Remove a generic table from the catalog (its files stay)."""
     tables.drop_table((*namespace, generic_table))

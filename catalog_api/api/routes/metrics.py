@@ -6,11 +6,13 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query, Response, status
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.typedef import Identifier
 
-from catalog_api.deps import MetricsDep, NamespaceDep, StoreDep
+from catalog_api.deps import MetricsDep, ReadableNamespace, StoreDep
 from catalog_api.errors import BadRequestError
 from catalog_api.models import ReportMetricsBody
 from catalog_api.paging import PageDep, paged_json
+from catalog_api.store import CatalogStore
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}/tables/{table}/metrics")
 
@@ -18,7 +20,7 @@ router = APIRouter(prefix="/v1/namespaces/{namespace}/tables/{table}/metrics")
 EXTENSION_TAG = "Lakehouse extensions (not in the Iceberg REST spec)"
 
 
-def _existing_table(store: StoreDep, namespace: NamespaceDep, table: str) -> tuple[str, ...]:
+def _existing_table(store: CatalogStore, namespace: Identifier, table: str) -> tuple[str, ...]:
     identifier = (*namespace, table)
     if not store.table_exists(identifier):
         raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")
@@ -35,7 +37,7 @@ def _existing_table(store: StoreDep, namespace: NamespaceDep, table: str) -> tup
 def report_metrics(
     store: StoreDep,
     metrics: MetricsDep,
-    namespace: NamespaceDep,
+    namespace: ReadableNamespace,
     table: str,
     body: Annotated[ReportMetricsBody, Body()],
 ) -> Response:
@@ -57,7 +59,7 @@ def report_metrics(
 def list_metrics_reports(
     store: StoreDep,
     metrics: MetricsDep,
-    namespace: NamespaceDep,
+    namespace: ReadableNamespace,
     table: str,
     page: PageDep,
     report_type: Annotated[

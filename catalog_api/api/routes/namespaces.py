@@ -10,30 +10,48 @@ from pyiceberg.catalog.rest import (
 )
 
 from catalog_api.api.routes.responses import json_response
-from catalog_api.deps import NamespaceDep, ParentDep, StoreDep
+from catalog_api.deps import (
+    AdministeredNamespace,
+    ParentDep,
+    PrincipalDep,
+    ReadableNamespace,
+    StoreDep,
+)
 from catalog_api.models import CreateNamespaceBody, UpdateNamespacePropertiesBody
 from catalog_api.paging import PageDep, paged_json
+from catalog_api.security import Role
 
 router = APIRouter(prefix="/v1/namespaces", tags=["Catalog API"])
 
 
 @router.get("", response_model=ListNamespaceResponse, summary="List namespaces")
-def list_namespaces(store: StoreDep, parent: ParentDep, page: PageDep) -> Response:
-    """List namespaces one level below ``parent`` (the top level when absent), paginated."""
-    namespaces, next_token = page.apply(store.list_namespaces(parent), key=list)
+def list_namespaces(
+    store: StoreDep, principal: PrincipalDep, parent: ParentDep, page: PageDep
+) -> Response:
+    """List namespaces one level below ``parent`` (the top level when absent), paginated.
+
+    Only namespaces the caller holds a role on, or holds a role below, are listed; a parent
+    it sees nothing of is 403.
+    """
+    if parent and not principal.sees(parent):
+        principal.require(parent, Role.READER, "list namespaces")
+    visible = [ns for ns in store.list_namespaces(parent) if principal.sees(ns)]
+    namespaces, next_token = page.apply(visible, key=list)
     return paged_json({"namespaces": [list(ns) for ns in namespaces]}, next_token)
 
 
 @router.post("", response_model=NamespaceResponse, summary="Create a namespace")
-def create_namespace(store: StoreDep, body: CreateNamespaceBody) -> Response:
-    """Create a namespace with optional properties."""
+def create_namespace(store: StoreDep, principal: PrincipalDep, body: CreateNamespaceBody
+                     ) -> Response:
+    """Create a namespace with optional properties (admin role on it or an ancestor)."""
     namespace = tuple(body.namespace)
+    principal.require(namespace, Role.ADMIN, "create namespace")
     properties = store.create_namespace(namespace, body.properties)
     return json_response(NamespaceResponse(namespace=namespace, properties=properties))
 
 
 @router.get("/{namespace}", response_model=NamespaceResponse, summary="Load a namespace")
-def load_namespace(store: StoreDep, namespace: NamespaceDep) -> Response:
+def load_namespace(store: StoreDep, namespace: ReadableNamespace) -> Response:
     """Return the properties of a namespace."""
     properties = store.load_namespace(namespace)
     return json_response(NamespaceResponse(namespace=namespace, properties=properties))
@@ -42,7 +60,7 @@ def load_namespace(store: StoreDep, namespace: NamespaceDep) -> Response:
 @router.head(
     "/{namespace}", status_code=status.HTTP_204_NO_CONTENT, summary="Check if a namespace exists"
 )
-def namespace_exists(store: StoreDep, namespace: NamespaceDep) -> Response:
+def namespace_exists(store: StoreDep, namespace: ReadableNamespace) -> Response:
     """Answer 204 when the namespace exists, 404 otherwise."""
     code = status.HTTP_204_NO_CONTENT if store.namespace_exists(namespace) else 404
     return Response(status_code=code)
@@ -51,7 +69,7 @@ def namespace_exists(store: StoreDep, namespace: NamespaceDep) -> Response:
 @router.delete(
     "/{namespace}", status_code=status.HTTP_204_NO_CONTENT, summary="Drop an empty namespace"
 )
-def drop_namespace(store: StoreDep, namespace: NamespaceDep) -> Response:
+def drop_namespace(store: StoreDep, namespace: AdministeredNamespace) -> Response:
     """Drop a namespace that holds no tables and no child namespaces."""
     store.drop_namespace(namespace)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -63,7 +81,7 @@ def drop_namespace(store: StoreDep, namespace: NamespaceDep) -> Response:
     summary="Set or remove namespace properties",
 )
 def update_namespace_properties(
-    store: StoreDep, namespace: NamespaceDep, body: UpdateNamespacePropertiesBody
+    store: StoreDep, namespace: AdministeredNamespace, body: UpdateNamespacePropertiesBody
 ) -> Response:
     """Set and remove properties; report what was removed, updated and missing."""
     summary = store.update_namespace_properties(namespace, body.removals, body.updates)

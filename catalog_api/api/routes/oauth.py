@@ -1,28 +1,37 @@
-"""``POST /v1/oauth/tokens``: the spec's deprecated OAuth2 token endpoint (client credentials).
+"""``POST /v1/oauth/tokens``: the spec's (deprecated) OAuth2 token endpoint.
 
-Kept for clients configured with ``credential=id:secret`` (pyiceberg, Spark, Trino), which
-fetch a token here before anything else. The catalog does not check tokens on its other
-endpoints: it has no authorization model. ``CatalogSettings.oauth_clients`` restricts which
-id/secret pairs get a token; ``None`` (the default) accepts any.
+Clients configured with ``credential=id:secret`` (pyiceberg, Spark, Trino, DuckDB) fetch a
+token here before anything else. Two grants are served:
+
+- ``client_credentials`` (RFC 6749 4.4): the client id and secret, in the form or an HTTP
+  Basic header, are checked against the configured clients' Argon2 hashes. Wrong secrets
+  are throttled per client id and per address (429 with ``Retry-After``).
+- token exchange (RFC 8693) of a valid token of this catalog for a fresh one: the Java
+  client refreshes its token this way before it expires.
+
+Without auth (``CatalogSettings.auth.enabled`` false) and with no client configured, any id
+and secret gets a token, so that clients configured with credentials work against the open
+embedded catalog. Secrets are never logged.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hmac
-import secrets
 from urllib.parse import parse_qsl, unquote
 
+import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from pyiceberg.catalog.rest.response import OAuthErrorResponse, TokenResponse
 
 from catalog_api.api.routes.responses import json_response
-from catalog_api.core.config import CatalogSettings
+from catalog_api.errors import CatalogError
+from catalog_api.security import Authenticator
 
 router = APIRouter(tags=["OAuth2 API"])
 
 CLIENT_CREDENTIALS = "client_credentials"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 
 _FORM_BODY = {
@@ -33,10 +42,13 @@ _FORM_BODY = {
                 "type": "object",
                 "required": ["grant_type"],
                 "properties": {
-                    "grant_type": {"type": "string", "enum": [CLIENT_CREDENTIALS]},
+                    "grant_type": {"type": "string",
+                                   "enum": [CLIENT_CREDENTIALS, TOKEN_EXCHANGE]},
                     "client_id": {"type": "string"},
                     "client_secret": {"type": "string"},
                     "scope": {"type": "string"},
+                    "subject_token": {"type": "string"},
+                    "subject_token_type": {"type": "string"},
                 },
             }
         }
@@ -45,12 +57,20 @@ _FORM_BODY = {
 
 
 class OAuthFailure(Exception):
-    """An OAuth2 error answered with the spec's ``OAuthError`` body."""
+    """An OAuth2 error answered with the spec's ``OAuthError`` body.
 
-    def __init__(self, code: int, error: str, description: str) -> None:
+    Attributes:
+        code: HTTP status (400, 401 or 429).
+        body: The ``OAuthError`` body.
+        retry_after_s: ``Retry-After`` of a 429, in seconds.
+    """
+
+    def __init__(self, code: int, error: str, description: str,
+                 retry_after_s: int | None = None) -> None:
         super().__init__(description)
         self.code = code
         self.body = OAuthErrorResponse(error=error, error_description=description)  # type: ignore[arg-type]
+        self.retry_after_s = retry_after_s
 
 
 def _client(form: dict[str, str], authorization: str | None) -> tuple[str | None, str | None]:
@@ -65,42 +85,81 @@ def _client(form: dict[str, str], authorization: str | None) -> tuple[str | None
     return form.get("client_id"), form.get("client_secret")
 
 
-def _check_client(settings: CatalogSettings, client_id: str | None, secret: str | None) -> None:
-    if secret is None:
-        raise OAuthFailure(400, "invalid_request", "client_secret is required")
-    if settings.oauth_clients is None:
-        return
-    expected = settings.oauth_clients.get(client_id or "")
-    if expected is None or not hmac.compare_digest(expected.encode(), secret.encode()):
+def _open(authenticator: Authenticator) -> bool:
+    """Whether any id and secret get a token: no auth, and no client configured."""
+    return not authenticator.enabled and not authenticator.settings.clients
+
+
+async def _client_credentials(authenticator: Authenticator, form: dict[str, str],
+                              authorization: str | None, address: str | None) -> str:
+    """The client id whose secret the request proves.
+
+    Raises:
+        OAuthFailure: 400 without a secret, 429 while locked out, 401 for a wrong secret.
+    """
+    client_id, secret = _client(form, authorization)
+    if not client_id or secret is None:
+        raise OAuthFailure(400, "invalid_request", "client_id and client_secret are required")
+    if _open(authenticator):
+        return client_id
+    wait_s = authenticator.lockout.retry_after_s(client_id, address)
+    if wait_s is not None:
+        raise OAuthFailure(429, "invalid_client", "Too many wrong secrets; retry later", wait_s)
+    if not await anyio.to_thread.run_sync(authenticator.check_secret, client_id, secret):
+        authenticator.lockout.record_failure(client_id, address)
         raise OAuthFailure(401, "invalid_client", "Unknown client id or wrong secret")
+    return client_id
 
 
-def issue_token(settings: CatalogSettings, form: dict[str, str], authorization: str | None
-                ) -> TokenResponse:
-    """Exchange client credentials for a bearer token.
+def _exchanged_subject(authenticator: Authenticator, form: dict[str, str]) -> str:
+    """The subject of the valid token a token-exchange request presents.
+
+    Raises:
+        OAuthFailure: 400 ``invalid_request`` without a token, 401 ``invalid_grant`` for a
+            token that is invalid, expired or not an access token of this catalog.
+    """
+    token = form.get("subject_token")
+    if not token:
+        raise OAuthFailure(400, "invalid_request", "subject_token is required")
+    if form.get("subject_token_type", ACCESS_TOKEN_TYPE) != ACCESS_TOKEN_TYPE:
+        raise OAuthFailure(400, "invalid_request", "subject_token_type must be an access token")
+    try:
+        return authenticator.issuer.verify(token).subject
+    except CatalogError as error:
+        raise OAuthFailure(401, "invalid_grant", str(error)) from None
+
+
+async def issue_token(authenticator: Authenticator, form: dict[str, str],
+                      authorization: str | None, address: str | None) -> TokenResponse:
+    """Answer a token request: check the grant, then sign a token for its subject.
 
     Args:
-        settings: Service settings (``oauth_clients``, ``token_lifetime``).
+        authenticator: The application's authenticator (clients, issuer, lockout).
         form: The form fields of the request.
         authorization: The ``Authorization`` header, if any.
+        address: The caller's address, for the lockout.
 
     Returns:
         The token response (``token_type`` ``bearer``, ``expires_in`` in seconds).
 
     Raises:
-        OAuthFailure: 400 ``unsupported_grant_type``/``invalid_request`` or
-            401 ``invalid_client``.
+        OAuthFailure: 400 ``unsupported_grant_type``/``invalid_request``, 401
+            ``invalid_client``/``invalid_grant`` or 429.
     """
     grant = form.get("grant_type")
-    if grant != CLIENT_CREDENTIALS:
+    if grant == CLIENT_CREDENTIALS:
+        subject = await _client_credentials(authenticator, form, authorization, address)
+    elif grant == TOKEN_EXCHANGE:
+        subject = _exchanged_subject(authenticator, form)
+    else:
         raise OAuthFailure(400, "unsupported_grant_type", f"Unsupported grant_type {grant!r}")
-    _check_client(settings, *_client(form, authorization))
+    scope = form.get("scope")
     return TokenResponse(
-        access_token=secrets.token_urlsafe(32),
+        access_token=authenticator.issuer.issue(subject, scope),
         token_type="bearer",
-        expires_in=int(settings.token_lifetime.total_seconds()),
+        expires_in=authenticator.issuer.lifetime_s,
         issued_token_type=ACCESS_TOKEN_TYPE,
-        scope=form.get("scope"),
+        scope=scope,
     )
 
 
@@ -113,15 +172,20 @@ def issue_token(settings: CatalogSettings, form: dict[str, str], authorization: 
     openapi_extra={"requestBody": _FORM_BODY},
 )
 async def get_token(request: Request) -> Response:
-    """Exchange client credentials for a token (``client_credentials`` grant only).
+    """Exchange client credentials, or a valid token, for a token.
 
-    Deprecated by the spec (since Iceberg 1.6.0, removal planned in 2.0). Token exchange is
-    answered with 400 ``unsupported_grant_type``. Errors use the spec's ``OAuthError`` body.
+    Deprecated by the spec (since Iceberg 1.6.0, removal planned in 2.0). Errors use the
+    spec's ``OAuthError`` body; a 429 carries ``Retry-After``.
     """
-    settings: CatalogSettings = request.app.state.settings
+    authenticator: Authenticator = request.app.state.authenticator
     form = dict(parse_qsl((await request.body()).decode(errors="replace")))
+    address = request.client.host if request.client else None
     try:
-        token = issue_token(settings, form, request.headers.get("authorization"))
+        token = await issue_token(authenticator, form, request.headers.get("authorization"),
+                                  address)
     except OAuthFailure as failure:
-        return json_response(failure.body, failure.code)
+        response = json_response(failure.body, failure.code)
+        if failure.retry_after_s is not None:
+            response.headers["Retry-After"] = str(failure.retry_after_s)
+        return response
     return json_response(token)

@@ -18,7 +18,7 @@ from pyiceberg.typedef import Identifier
 from catalog_api.api.routes.credentials import VendorDep
 from catalog_api.core.config import CatalogSettings
 from catalog_api.credentials import ACCESS_DELEGATION_HEADER, wants_vended_credentials
-from catalog_api.deps import NamespaceDep, StoreDep
+from catalog_api.deps import ReadableNamespace, StoreDep
 from catalog_api.planning import (
     PlanTableScanBody,
     planning_json,
@@ -70,7 +70,7 @@ def plan_table_scan(
     store: StoreDep,
     plans: ScanPlansDep,
     vendor: VendorDep,
-    namespace: NamespaceDep,
+    namespace: ReadableNamespace,
     table: str,
     body: PlanTableScanBody,
     request: Request,
@@ -101,7 +101,7 @@ def fetch_planning_result(
     store: StoreDep,
     plans: ScanPlansDep,
     vendor: VendorDep,
-    namespace: NamespaceDep,
+    namespace: ReadableNamespace,
     table: str,
     plan_id: PlanId,
     access_delegation: DelegationHeader = None,
@@ -118,7 +118,7 @@ def fetch_planning_result(
     PLAN_PATH, status_code=status.HTTP_204_NO_CONTENT, summary="Cancel scan planning for a plan-id"
 )
 def cancel_planning(
-    store: StoreDep, plans: ScanPlansDep, namespace: NamespaceDep, table: str, plan_id: PlanId
+    store: StoreDep, plans: ScanPlansDep, namespace: ReadableNamespace, table: str, plan_id: PlanId
 ) -> Response:
     """Cancel a plan and release its plan tasks."""
     identifier = (*namespace, table)
@@ -131,7 +131,7 @@ def cancel_planning(
 def fetch_scan_tasks(
     store: StoreDep,
     plans: ScanPlansDep,
-    namespace: NamespaceDep,
+    namespace: ReadableNamespace,
     table: str,
     body: FetchScanTasksRequest,
 ) -> Response:

@@ -13,7 +13,7 @@ from catalog_api.api.routes.credentials import VendorDep
 from catalog_api.api.routes.responses import json_response
 from catalog_api.api.routes.signing import SignerDep
 from catalog_api.credentials import ACCESS_DELEGATION_HEADER, CredentialVendor
-from catalog_api.deps import NamespaceDep, StoreDep
+from catalog_api.deps import PrincipalDep, ReadableNamespace, StoreDep, WritableNamespace
 from catalog_api.etags import ETAG_HEADER, matches_if_none_match, not_modified, table_etag
 from catalog_api.models import (
     CommitTransactionBody,
@@ -23,6 +23,7 @@ from catalog_api.models import (
     UpdateTableBody,
 )
 from catalog_api.paging import PageDep, paged_json
+from catalog_api.security import Principal, Role
 from catalog_api.signing import RemoteSigner
 from catalog_api.store import TableChangeRequest
 
@@ -36,13 +37,18 @@ DelegationHeader = Annotated[str | None, Header(alias=ACCESS_DELEGATION_HEADER)]
 def _delegated(
     vendor: CredentialVendor,
     signer: RemoteSigner,
+    principal: Principal,
     response: TableResponse,
     access_delegation: str | None,
     identifier: Identifier,
 ) -> TableResponse:
-    """The answer with vended credentials, or else remote-signing config, when asked for."""
+    """The answer with vended credentials, or else remote-signing config, when asked for.
+
+    Vended credentials are read-only unless the caller may write the table.
+    """
     if vendor.applies(access_delegation):
-        return vendor.decorate(response, access_delegation)
+        writable = principal.can(identifier[:-1], Role.WRITER)
+        return vendor.decorate(response, access_delegation, writable)
     return signer.decorate(response, access_delegation, identifier)
 
 
@@ -58,7 +64,7 @@ def _with_etag(
 @router.get(
     "/namespaces/{namespace}/tables", response_model=ListTablesResponse, summary="List tables"
 )
-def list_tables(store: StoreDep, namespace: NamespaceDep, page: PageDep) -> Response:
+def list_tables(store: StoreDep, namespace: ReadableNamespace, page: PageDep) -> Response:
     """List the tables of a namespace, paginated."""
     identifiers, next_token = page.apply(store.list_tables(namespace), key=lambda i: i[-1])
     entries = [{"namespace": list(ident[:-1]), "name": ident[-1]} for ident in identifiers]
@@ -72,7 +78,8 @@ def create_table(
     store: StoreDep,
     vendor: VendorDep,
     signer: SignerDep,
-    namespace: NamespaceDep,
+    principal: PrincipalDep,
+    namespace: WritableNamespace,
     body: CreateTableBody,
     access_delegation: DelegationHeader = None,
 ) -> Response:
@@ -84,7 +91,8 @@ def create_table(
     """
     response = store.create_table(namespace, body)
     identifier = (*namespace, body.name)
-    return _with_etag(_delegated(vendor, signer, response, access_delegation, identifier))
+    delegated = _delegated(vendor, signer, principal, response, access_delegation, identifier)
+    return _with_etag(delegated)
 
 
 @router.post(
@@ -96,14 +104,16 @@ def register_table(
     store: StoreDep,
     vendor: VendorDep,
     signer: SignerDep,
-    namespace: NamespaceDep,
+    principal: PrincipalDep,
+    namespace: WritableNamespace,
     body: RegisterTableBody,
     access_delegation: DelegationHeader = None,
 ) -> Response:
     """Register an existing metadata file under a table name."""
     response = store.register_table(namespace, body.name, body.metadata_location, body.overwrite)
     identifier = (*namespace, body.name)
-    return _with_etag(_delegated(vendor, signer, response, access_delegation, identifier))
+    delegated = _delegated(vendor, signer, principal, response, access_delegation, identifier)
+    return _with_etag(delegated)
 
 
 @router.get(TABLE_PATH, response_model=TableResponse, summary="Load a table")
@@ -111,7 +121,8 @@ def load_table(
     store: StoreDep,
     vendor: VendorDep,
     signer: SignerDep,
-    namespace: NamespaceDep,
+    principal: PrincipalDep,
+    namespace: ReadableNamespace,
     table: str,
     snapshots: Annotated[Literal["all", "refs"], Query()] = "all",
     if_none_match: Annotated[str | None, Header(alias="If-None-Match")] = None,
@@ -131,7 +142,8 @@ def load_table(
     etag = table_etag(location, snapshots)
     if vendor.applies(access_delegation) or signer.applies(access_delegation):
         response = store.table_response(location, snapshots)
-        decorated = _delegated(vendor, signer, response, access_delegation, identifier)
+        decorated = _delegated(vendor, signer, principal, response, access_delegation,
+                               identifier)
         return _with_etag(decorated, snapshots)
     if matches_if_none_match(if_none_match, etag):
         return not_modified(etag)
@@ -140,7 +152,7 @@ def load_table(
 
 
 @router.head(TABLE_PATH, status_code=NO_CONTENT, summary="Check if a table exists")
-def table_exists(store: StoreDep, namespace: NamespaceDep, table: str) -> Response:
+def table_exists(store: StoreDep, namespace: ReadableNamespace, table: str) -> Response:
     """Answer 204 when the table exists, 404 otherwise."""
     exists = store.table_exists((*namespace, table))
     return Response(status_code=NO_CONTENT if exists else status.HTTP_404_NOT_FOUND)
@@ -148,7 +160,7 @@ def table_exists(store: StoreDep, namespace: NamespaceDep, table: str) -> Respon
 
 @router.post(TABLE_PATH, response_model=CommitTableResponse, summary="Commit updates to a table")
 def commit_table(
-    store: StoreDep, namespace: NamespaceDep, table: str, body: UpdateTableBody
+    store: StoreDep, namespace: WritableNamespace, table: str, body: UpdateTableBody
 ) -> Response:
     """Check the requirements and apply the updates atomically (409 when a requirement fails)."""
     identifier = (*namespace, table)
@@ -159,27 +171,34 @@ def commit_table(
 @router.delete(TABLE_PATH, status_code=NO_CONTENT, summary="Drop a table")
 def drop_table(
     store: StoreDep,
-    namespace: NamespaceDep,
+    principal: PrincipalDep,
+    namespace: WritableNamespace,
     table: str,
     purge_requested: Annotated[bool, Query(alias="purgeRequested")] = False,
 ) -> Response:
-    """Drop a table; with ``purgeRequested`` also delete its data and metadata files."""
+    """Drop a table; with ``purgeRequested`` (admin role) also delete its files."""
+    if purge_requested:
+        principal.require(namespace, Role.ADMIN, "purge table")
     store.drop_table((*namespace, table), purge=purge_requested)
     return Response(status_code=NO_CONTENT)
 
 
 @router.post("/tables/rename", status_code=NO_CONTENT, summary="Rename a table")
-def rename_table(store: StoreDep, body: RenameTableBody) -> Response:
-    """Rename a table, possibly moving it to another namespace."""
+def rename_table(store: StoreDep, principal: PrincipalDep, body: RenameTableBody) -> Response:
+    """Rename a table, possibly moving it to another namespace (writer role on both)."""
     source = (*body.source.namespace.root, body.source.name)
     destination = (*body.destination.namespace.root, body.destination.name)
+    for identifier in (source, destination):
+        principal.require(identifier[:-1], Role.WRITER, "rename table")
     store.rename_table(source, destination)
     return Response(status_code=NO_CONTENT)
 
 
 @router.post("/transactions/commit", status_code=NO_CONTENT, summary="Commit several tables")
-def commit_transaction(store: StoreDep, body: CommitTransactionBody) -> Response:
-    """Commit changes to several tables atomically: all of them or none."""
+def commit_transaction(
+    store: StoreDep, principal: PrincipalDep, body: CommitTransactionBody
+) -> Response:
+    """Commit changes to several tables atomically: all of them or none (writer on each)."""
     changes = [
         TableChangeRequest(
             (*change.identifier.namespace.root, change.identifier.name),
@@ -188,5 +207,7 @@ def commit_transaction(store: StoreDep, body: CommitTransactionBody) -> Response
         )
         for change in body.table_changes
     ]
+    for change in changes:
+        principal.require(change.identifier[:-1], Role.WRITER, "commit transaction")
     store.commit_transaction(changes)
     return Response(status_code=NO_CONTENT)
