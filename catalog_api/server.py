@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 import threading
@@ -18,6 +19,7 @@ from catalog_api.core.config import CatalogSettings
 from catalog_api.errors import ListenError
 
 DEFAULT_STARTUP_TIMEOUT_S = 15.0
+logger = logging.getLogger(__name__)
 
 
 class ServerStartError(RuntimeError):
@@ -66,6 +68,34 @@ class RunningServer:
 def _base_url(host: str, port: int) -> str:
     """``http://host:port``, an IPv6 host in brackets."""
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``127.0.0.0/8``, ``::1``) or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: CatalogSettings, host: str, port: int) -> None:
+    """Refuse to serve an open catalog beyond loopback; say so when it is open on loopback.
+
+    Without ``settings.auth`` every caller is an admin: acceptable for the embedded demo on
+    ``127.0.0.1``, never on an address other machines reach.
+
+    Raises:
+        ListenError: ``host`` is not loopback and authentication is off.
+    """
+    if settings.auth.enabled:
+        return
+    if not is_loopback(host):
+        raise ListenError(host, port, "authentication is off; an open catalog listens on "
+                                      "loopback only (configure catalog.auth, docs/security.md)")
+    logger.warning("Catalog authentication is off: anyone on this machine may read and write "
+                   "through %s:%d (loopback only; see docs/security.md)", host, port)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -127,7 +157,9 @@ def serve_in_thread(
     Raises:
         ListenError: If the address cannot be bound (e.g. it is already in use).
         ServerStartError: If the server does not answer within ``startup_timeout_s``.
+        AuthSetupError: A secret of ``settings.auth`` cannot be read.
     """
+    check_exposure(settings, host, port)
     sock = _bind(host, port)
     try:
         app = create_app(settings)
@@ -147,7 +179,7 @@ def serve_in_thread(
 
 
 def serve(
-    settings: CatalogSettings, host: str = "0.0.0.0", port: int = 8181, log_level: str = "info"
+    settings: CatalogSettings, host: str = "127.0.0.1", port: int = 8181, log_level: str = "info"
 ) -> None:
     """Run the catalog in the foreground until interrupted (Ctrl-C / SIGTERM).
 
@@ -160,8 +192,11 @@ def serve(
         log_level: uvicorn log level.
 
     Raises:
-        ListenError: If the address cannot be bound (e.g. it is already in use).
+        ListenError: If the address cannot be bound (e.g. it is already in use), or is not
+            loopback while authentication is off.
+        AuthSetupError: A secret of ``settings.auth`` cannot be read.
     """
+    check_exposure(settings, host, port)
     sock = _bind(host, port)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level=log_level))
     uri = f"{_base_url(host, sock.getsockname()[1])}{API_PREFIX}"

@@ -8,29 +8,83 @@ from contextlib import contextmanager
 import httpx
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import RESTError
+from pyiceberg.exceptions import ForbiddenError, OAuthError, RESTError, UnauthorizedError
 from requests.exceptions import ConnectionError as RequestConnectionError
 from requests.exceptions import RequestException, Timeout
 
+from catalog_api import CatalogSettings
+from catalog_api.security import AuthSetupError
 from lakehouse.config import Config
-from lakehouse.errors import CatalogUnavailableError
+from lakehouse.errors import CatalogAccessError, CatalogUnavailableError, ConfigError
+
+TOKEN_PATH = "/v1/oauth/tokens"
+"""The catalog's OAuth2 token endpoint, relative to its base URI."""
 
 
-def connect_catalog(uri: str) -> RestCatalog:
-    """A pyiceberg client of the REST catalog at ``uri`` (its ``/v1/config`` is read now).
+def oauth_properties(uri: str, credential: str | None) -> dict[str, str]:
+    """The client properties that authenticate with ``credential`` (none without one).
+
+    The same keys serve pyiceberg and Iceberg's Java client (Spark): ``credential``
+    (``client_id:secret``), ``oauth2-server-uri`` and ``scope``.
+    """
+    if credential is None:
+        return {}
+    return {"credential": credential, "oauth2-server-uri": f"{uri}{TOKEN_PATH}",
+            "scope": "catalog"}
+
+
+def request_token(uri: str, credential: str) -> str:
+    """A bearer token for ``credential`` (``client_id:secret``) from the catalog at ``uri``.
+
+    Raises:
+        CatalogUnavailableError: The token endpoint does not answer.
+        CatalogAccessError: It refuses the client.
+    """
+    client_id, _, secret = credential.partition(":")
+    try:
+        response = httpx.post(f"{uri}{TOKEN_PATH}", timeout=10.0, data={
+            "grant_type": "client_credentials", "client_id": client_id,
+            "client_secret": secret, "scope": "catalog"})
+    except httpx.HTTPError as error:
+        raise CatalogUnavailableError(uri, f"token request failed: {type(error).__name__}"
+                                      ) from None
+    if response.status_code != 200:
+        raise CatalogAccessError(uri, client_id, f"no token (HTTP {response.status_code})")
+    token: str = response.json()["access_token"]
+    return token
+
+
+def connect_catalog(uri: str, credential: str | None = None) -> RestCatalog:
+    """A pyiceberg client of the REST catalog at ``uri``, its access checked now.
+
+    Its ``/v1/config`` is read, a token fetched with ``credential``, and the namespaces
+    listed, so that a refused principal fails here rather than in the middle of a tick.
+
+    Args:
+        uri: The catalog's base URI.
+        credential: ``client_id:secret`` of the pipeline's principal; None for an open catalog.
 
     Raises:
         CatalogUnavailableError: Nothing answers there, or not as an Iceberg REST catalog.
+        CatalogAccessError: The catalog refuses the credential, or anonymous access.
     """
+    client_id = credential.partition(":")[0] if credential else None
     try:
-        return RestCatalog("lakehouse", uri=uri)
+        catalog = RestCatalog("lakehouse", uri=uri, **oauth_properties(uri, credential))
+        catalog.list_namespaces()
+        return catalog
+    except (OAuthError, UnauthorizedError, ForbiddenError) as error:
+        raise CatalogAccessError(uri, client_id, _first_line(error)) from None
     except RequestConnectionError:
         raise CatalogUnavailableError(uri, "cannot connect") from None
     except Timeout:
         raise CatalogUnavailableError(uri, "timed out") from None
     except (RequestException, RESTError, ValueError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise CatalogUnavailableError(uri, reason[:80]) from None
+        raise CatalogUnavailableError(uri, _first_line(error)[:80]) from None
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def catalog_answers(uri: str) -> bool:
@@ -41,22 +95,48 @@ def catalog_answers(uri: str) -> bool:
         return False
 
 
+def catalog_settings(config: Config) -> CatalogSettings:
+    """The settings of the catalog this configuration serves (embedded, or ``serve``)."""
+    return CatalogSettings(warehouse=config.warehouse_uri, database_url=config.database_url,
+                           auth=config.catalog.auth)
+
+
+def auth_config_error(error: AuthSetupError) -> ConfigError:
+    """The configuration error for an unusable ``catalog.auth`` (an unreadable secret)."""
+    return ConfigError(error.reason, key=f"catalog.{error.key}")
+
+
+def pipeline_credential(config: Config) -> str | None:
+    """``client_id:secret`` of the pipeline's principal (``catalog.credential``), if set.
+
+    Raises:
+        ConfigError: The secret's variable is unset or its file unreadable.
+    """
+    return config.catalog.credential.credential() if config.catalog.credential else None
+
+
 DELTA_COPY_SUFFIX = "_delta"
 """A view's Delta copy is the generic table ``<namespace>.<table>_delta`` (names are shared
 by Iceberg tables and generic tables, so the copy cannot reuse the view's name)."""
 
 
-def register_delta_copy(catalog_uri: str, view: str, location: str) -> None:
+def register_delta_copy(catalog_uri: str, view: str, location: str,
+                        credential: str | None = None) -> None:
     """List a view's Delta copy in the catalog as a Polaris generic table (format delta).
 
-    An existing entry is kept. Raises ``httpx.HTTPStatusError`` on any other refusal.
+    An existing entry is kept. Raises ``httpx.HTTPStatusError`` on any other refusal, and
+    :class:`CatalogUnavailableError` when ``credential`` gets no token.
     """
+    headers = {}
+    if credential is not None:
+        headers["Authorization"] = f"Bearer {request_token(catalog_uri, credential)}"
     namespace, table = view.rsplit(".", 1)
     body = {"name": f"{table}{DELTA_COPY_SUFFIX}", "format": "delta", "base-location": location,
             "doc": f"Delta copy of the maintained view {view}",
             "properties": {"lakehouse.view": view}}
     response = httpx.post(
-        f"{catalog_uri}/polaris/v1/namespaces/{namespace}/generic-tables", json=body, timeout=10.0)
+        f"{catalog_uri}/polaris/v1/namespaces/{namespace}/generic-tables", json=body,
+        headers=headers, timeout=10.0)
     if response.status_code != 409:
         response.raise_for_status()
 
@@ -68,13 +148,14 @@ def open_catalog(config: Config) -> Iterator[Catalog]:
     When the catalog is embedded and no process serves it, one is started on a free
     loopback port for the duration of the block.
     """
+    credential = pipeline_credential(config)
     if catalog_answers(config.catalog_uri) or not config.catalog.embedded:
-        yield connect_catalog(config.catalog_uri)
+        yield connect_catalog(config.catalog_uri, credential)
         return
     from lakehouse.runtime import start_catalog
 
     server = start_catalog(config, port=0)
     try:
-        yield connect_catalog(server.uri)
+        yield connect_catalog(server.uri, credential)
     finally:
         server.stop()

@@ -158,20 +158,23 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
     settings = _load(config)
     table = Table("view", "frontier", "last refresh", "lag", "rows", "behind", "state")
     stopped: list[Text] = []
-    with open_catalog(settings) as catalog:
-        for view in settings.views:
-            state = view_status(settings, catalog, view)
-            refreshed = "never"
-            if state.refreshed_at_ms:
-                at = datetime.fromtimestamp(state.refreshed_at_ms / 1000)
-                refreshed = at.isoformat(" ", "seconds")
-            lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
-            table.add_row(state.view, str(state.frontier or "-"), refreshed, lag,
-                          str(state.rows if state.rows is not None else "-"),
-                          ", ".join(state.behind) or "-",
-                          Text("stopped", style="red") if state.stopped else "ok")
-            if state.stopped:
-                stopped.append(Text(f"{state.view} stopped: {state.stopped}", style="red"))
+    try:
+        with open_catalog(settings) as catalog:
+            states = [view_status(settings, catalog, view) for view in settings.views]
+    except LakehouseError as error:
+        raise _fail(error) from None
+    for state in states:
+        refreshed = "never"
+        if state.refreshed_at_ms:
+            at = datetime.fromtimestamp(state.refreshed_at_ms / 1000)
+            refreshed = at.isoformat(" ", "seconds")
+        lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
+        table.add_row(state.view, str(state.frontier or "-"), refreshed, lag,
+                      str(state.rows if state.rows is not None else "-"),
+                      ", ".join(state.behind) or "-",
+                      Text("stopped", style="red") if state.stopped else "ok")
+        if state.stopped:
+            stopped.append(Text(f"{state.view} stopped: {state.stopped}", style="red"))
     console.print(table)
     for line in stopped:  # the reasons in full, below the table
         console.print(line)
@@ -197,19 +200,24 @@ def explain(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
 def serve(config: ConfigOption = Path("lakehouse.yaml"),
           host: Annotated[str | None, typer.Option(help="Listen address.")] = None,
           port: Annotated[int | None, typer.Option(help="Listen port.")] = None) -> None:
-    """Run the Iceberg REST catalog service (base URI http://HOST:PORT/iceberg)."""
-    from catalog_api import CatalogSettings
+    """Run the Iceberg REST catalog service (base URI http://HOST:PORT/iceberg).
+
+    Without ``catalog.auth`` it only listens on loopback.
+    """
     from catalog_api.errors import ListenError as CatalogListenError
+    from catalog_api.security import AuthSetupError
     from catalog_api.server import serve as serve_catalog
+    from lakehouse.catalog_client import auth_config_error, catalog_settings
     from lakehouse.errors import ListenError
 
     settings = _load(config)
     try:
         if settings.warehouse_is_local:
             settings.warehouse_path.mkdir(parents=True, exist_ok=True)
-        serve_catalog(CatalogSettings(warehouse=settings.warehouse_uri,
-                                      database_url=settings.database_url),
+        serve_catalog(catalog_settings(settings),
                       host or settings.catalog.host, port or settings.catalog.port)
+    except AuthSetupError as error:
+        raise _fail(auth_config_error(error)) from None
     except CatalogListenError as error:
         key = "catalog.listen" if host is None and port is None else "--host/--port"
         raise _fail(ListenError(f"{error.host}:{error.port}", error.reason, key=key)) from None

@@ -6,6 +6,7 @@ that names the key path and what is expected, before anything starts.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -23,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from catalog_api.security import AuthSettings
 from ivm import DRIVER_READ_MAX_ROWS
 from lakehouse.errors import ConfigError
 from lakehouse.memory import memory_limit_bytes
@@ -50,6 +52,47 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CatalogCredential(_Strict):
+    """The pipeline's own principal at the catalog: an OAuth2 client id and its secret.
+
+    Attributes:
+        client_id: The client id (a key of ``catalog.auth.clients`` for the embedded one).
+        secret_env: Environment variable holding the secret.
+        secret_file: File holding the secret.
+    """
+
+    client_id: str = Field(min_length=1)
+    secret_env: str | None = None
+    secret_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CatalogCredential:
+        if (self.secret_env is None) == (self.secret_file is None):
+            raise ValueError("set exactly one of secret_env, secret_file")
+        return self
+
+    def credential(self) -> str:
+        """``client_id:secret``, as pyiceberg, Spark and Trino take it.
+
+        Raises:
+            ConfigError: The variable is unset or the file unreadable (key
+                ``catalog.credential``).
+        """
+        if self.secret_env is not None:
+            secret = os.environ.get(self.secret_env, "")
+            if not secret:
+                raise ConfigError(f"environment variable {self.secret_env} is unset or empty",
+                                  key="catalog.credential.secret_env")
+        else:
+            assert self.secret_file is not None
+            try:
+                secret = self.secret_file.expanduser().read_text().strip()
+            except OSError as error:
+                raise ConfigError(f"cannot read {self.secret_file}: {error.strerror}",
+                                  key="catalog.credential.secret_file") from None
+        return f"{self.client_id}:{secret}"
+
+
 class CatalogConfig(_Strict):
     """The Iceberg REST catalog the pipeline reads and writes through.
 
@@ -60,12 +103,30 @@ class CatalogConfig(_Strict):
             embedded service's ``http://<listen>/iceberg``.
         database_url: SQLAlchemy URL of the catalog store; defaults to a SQLite file
             ``catalog.db`` in the warehouse folder.
+        auth: Authentication and roles of the catalog this file serves (``lakehouse
+            serve``, the embedded one); see ``docs/security.md``. Off, the service only
+            listens on loopback.
+        credential: The pipeline's own principal, required when ``auth`` is enabled.
     """
 
     embedded: bool = True
     listen: str = "127.0.0.1:8181"
     uri: str | None = None
     database_url: str | None = None
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    credential: CatalogCredential | None = None
+
+    @model_validator(mode="after")
+    def _pipeline_principal(self) -> CatalogConfig:
+        if self.auth.enabled and self.credential is None:
+            raise ValueError("catalog.auth is enabled: set catalog.credential, the pipeline's "
+                             "own client")
+        clients = self.auth.clients
+        if self.auth.enabled and self.credential and clients and (
+                self.credential.client_id not in clients):
+            raise ValueError(f"catalog.credential.client_id {self.credential.client_id!r} is "
+                             f"not among catalog.auth.clients {sorted(clients)}")
+        return self
 
     @field_validator("listen")
     @classmethod

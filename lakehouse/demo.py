@@ -156,7 +156,7 @@ def _expected(runtime: Runtime, view: ViewConfig) -> Counter[tuple[object, ...]]
 def _readers(runtime: Runtime, view: ViewConfig) -> dict[str, Counter[tuple[object, ...]]]:
     columns = ", ".join(f'"{c}"' for c in runtime.plan(view).columns)
     duck = connect()
-    attach_catalog(duck, runtime.config.catalog_uri)
+    attach_catalog(duck, runtime.config.catalog_uri, credential=runtime.credential)
     via_rest = _rows(duck.sql(f"SELECT {columns} FROM lake.{view.name}").fetchall())
     via_delta = _rows(duck.sql(
         f"SELECT {columns} FROM delta_scan('{runtime.delta_uri(view)}')").fetchall())

@@ -40,8 +40,24 @@ def connect() -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def attach_catalog(connection: duckdb.DuckDBPyConnection, uri: str, alias: str = "lake") -> None:
-    """Attach the Iceberg REST catalog at ``uri`` (``http://host:port/iceberg``) as ``alias``."""
+def attach_catalog(connection: duckdb.DuckDBPyConnection, uri: str, alias: str = "lake",
+                   credential: str | None = None) -> None:
+    """Attach the Iceberg REST catalog at ``uri`` (``http://host:port/iceberg``) as ``alias``.
+
+    Args:
+        connection: The DuckDB connection.
+        uri: The catalog's base URI.
+        alias: The name of the attached catalog.
+        credential: ``client_id:secret`` for the catalog's OAuth2 token endpoint; None for
+            an open catalog. It goes into a temporary DuckDB secret named after ``alias``.
+    """
+    if credential is None:
+        connection.execute(f"ATTACH 'warehouse' AS {alias} "
+                           f"(TYPE iceberg, ENDPOINT '{uri}', AUTHORIZATION_TYPE 'none')")
+        return
+    client_id, _, secret = credential.partition(":")
     connection.execute(
-        f"ATTACH 'warehouse' AS {alias} (TYPE iceberg, ENDPOINT '{uri}', AUTHORIZATION_TYPE 'none')"
-    )
+        f"CREATE OR REPLACE TEMPORARY SECRET {alias}_catalog (TYPE iceberg, CLIENT_ID ?, "
+        f"CLIENT_SECRET ?, OAUTH2_SERVER_URI ?)", [client_id, secret, f"{uri}/v1/oauth/tokens"])
+    connection.execute(f"ATTACH 'warehouse' AS {alias} "
+                       f"(TYPE iceberg, ENDPOINT '{uri}', SECRET {alias}_catalog)")

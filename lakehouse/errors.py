@@ -74,6 +74,23 @@ class CatalogUnavailableError(LakehouseError):
         super().__init__(f"catalog.uri {uri}: no Iceberg REST catalog answers ({reason})")
 
 
+class CatalogAccessError(LakehouseError):
+    """The catalog answers but refuses the pipeline: no credential, or a refused one.
+
+    The message names ``catalog.credential``, the client id and the catalog's reason.
+
+    Attributes:
+        uri: The catalog's base URI.
+        client_id: The pipeline's client id; None when no credential is configured.
+    """
+
+    def __init__(self, uri: str, client_id: str | None, reason: str):
+        self.uri = uri
+        self.client_id = client_id
+        who = f"client {client_id!r}" if client_id else "anonymous access (no credential)"
+        super().__init__(f"catalog.credential: the catalog at {uri} refuses {who}: {reason}")
+
+
 class SourceError(LakehouseError):
     """A source cannot be read: missing table, unknown version, bad change feed.
 

@@ -13,11 +13,18 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import SparkSession
 
-from catalog_api import CatalogSettings
 from catalog_api.errors import ListenError as CatalogListenError
+from catalog_api.security import AuthSetupError
 from catalog_api.server import RunningServer, serve_in_thread
 from ivm import SourceInput, ViewPlan, recompute, referenced_sources
-from lakehouse.catalog_client import catalog_answers, connect_catalog, register_delta_copy
+from lakehouse.catalog_client import (
+    auth_config_error,
+    catalog_answers,
+    catalog_settings,
+    connect_catalog,
+    pipeline_credential,
+    register_delta_copy,
+)
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
 from lakehouse.errors import ListenError, SourceError
@@ -49,13 +56,16 @@ def start_catalog(config: Config, port: int | None = None) -> RunningServer:
         The running server; stop it when done.
 
     Raises:
-        lakehouse.errors.ListenError: The address cannot be bound (it is taken, for one).
+        lakehouse.errors.ListenError: The address cannot be bound (it is taken, for one), or
+            it is not loopback and ``catalog.auth`` is off.
+        ConfigError: A secret of ``catalog.auth`` cannot be read.
     """
     config.warehouse_path.mkdir(parents=True, exist_ok=True)
-    settings = CatalogSettings(warehouse=config.warehouse_uri, database_url=config.database_url)
     try:
-        return serve_in_thread(settings, config.catalog.host,
+        return serve_in_thread(catalog_settings(config), config.catalog.host,
                                config.catalog.port if port is None else port)
+    except AuthSetupError as error:
+        raise auth_config_error(error) from None
     except CatalogListenError as error:
         raise ListenError(f"{error.host}:{error.port}", error.reason,
                           key="catalog.listen") from None
@@ -86,10 +96,12 @@ class Runtime(AbstractContextManager["Runtime"]):
         if config.catalog.embedded and start_embedded_catalog and not catalog_answers(
                 config.catalog_uri):
             self.server = start_catalog(config)
-        self.catalog: Catalog = connect_catalog(config.catalog_uri)
+        self.credential = pipeline_credential(config)
+        self.catalog: Catalog = connect_catalog(config.catalog_uri, self.credential)
         self.spark: SparkSession = build_spark_session(
             app_name="lakehouse-freshness", master=config.spark.master,
             catalog_name=config.spark.catalog_name, catalog_uri=config.catalog_uri,
+            catalog_credential=self.credential,
             warehouse=config.warehouse_uri, extra_conf=config.spark.conf,
             jars=[Path(j) for j in config.spark.jars] or None,
             jars_packages=config.spark.jars_packages,
@@ -241,7 +253,7 @@ class Runtime(AbstractContextManager["Runtime"]):
             location = self.delta_uri(view)
             if self.config.warehouse_is_local:
                 location = Path(location).as_uri()
-            register_delta_copy(self.config.catalog_uri, view.name, location)
+            register_delta_copy(self.config.catalog_uri, view.name, location, self.credential)
             self._listed_delta_copies.add(view.name)
         return result
 

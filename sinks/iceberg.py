@@ -139,7 +139,8 @@ class IcebergSink:
             return
         namespace = self.identifier.rsplit(".", 1)[0]
         try:
-            self.catalog.create_namespace_if_not_exists(namespace)
+            if not self.catalog.namespace_exists(namespace):  # creating one needs more rights
+                self.catalog.create_namespace_if_not_exists(namespace)
             table = self.catalog.create_table_if_not_exists(
                 self.identifier, schema=arrow_schema(schema), properties=TABLE_PROPERTIES)
         except Exception as error:  # catalog clients raise many types; report them as one

@@ -37,10 +37,12 @@ class AuthSetupError(ValueError):
 
     Attributes:
         key: The configuration key at fault, e.g. ``auth.clients.pipeline``.
+        reason: What is wrong with it, e.g. ``environment variable X is unset or empty``.
     """
 
     def __init__(self, key: str, reason: str) -> None:
         self.key = key
+        self.reason = reason
         super().__init__(f"{key}: {reason}")
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakehouse.catalog_client import oauth_properties
 from lakehouse.spark.jars import spark_jars
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
 }
 _EMPTY: Mapping[str, str] = {}
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|credential"
+"""Spark's default ``spark.redaction.regex`` plus ``credential`` (the REST client's secret)."""
 
 
 def iceberg_session_conf(
@@ -45,6 +48,7 @@ def iceberg_session_conf(
     catalog_type: str = "rest",
     jars: Sequence[Path] = (),
     jars_packages: str | None = None,
+    catalog_credential: str | None = None,
 ) -> dict[str, str]:
     """Return the Spark configuration for one Iceberg catalog and Delta (no small-machine defaults).
 
@@ -60,6 +64,9 @@ def iceberg_session_conf(
         catalog_type: ``rest`` (default), ``hadoop`` or ``jdbc``.
         jars: Jars for ``spark.jars``.
         jars_packages: Maven coordinates for ``spark.jars.packages``, used instead of ``jars``.
+        catalog_credential: ``client_id:secret`` the REST client authenticates with (OAuth2
+            client credentials); its key is added to ``spark.redaction.regex``, so the UI and
+            logs hide it.
 
     Returns:
         Configuration keys and values.
@@ -77,6 +84,10 @@ def iceberg_session_conf(
     }
     if catalog_type != "hadoop":
         conf[f"{prefix}.uri"] = catalog_uri
+        for key, value in oauth_properties(catalog_uri, catalog_credential).items():
+            conf[f"{prefix}.{key}"] = value
+        if catalog_credential is not None:
+            conf["spark.redaction.regex"] = REDACTION_REGEX
     if jars_packages:
         conf["spark.jars.packages"] = jars_packages
     elif jars:
@@ -95,6 +106,7 @@ def build_spark_session(
     extra_conf: Mapping[str, str] = _EMPTY,
     jars: Sequence[Path] | None = None,
     jars_packages: str | None = None,
+    catalog_credential: str | None = None,
 ) -> SparkSession:
     """Start (or reuse) a Spark session with Iceberg, Delta and one Iceberg catalog as default.
 
@@ -114,6 +126,7 @@ def build_spark_session(
             is ``2g`` unless set here).
         jars: Jars for ``spark.jars``; default: :func:`lakehouse.spark.jars.spark_jars`.
         jars_packages: Maven coordinates for ``spark.jars.packages``, used instead of jars.
+        catalog_credential: ``client_id:secret`` of the pipeline's principal at the catalog.
 
     Returns:
         The session, with log level WARN.
@@ -134,6 +147,7 @@ def build_spark_session(
             catalog_type=catalog_type,
             jars=jars or (),
             jars_packages=jars_packages,
+            catalog_credential=catalog_credential,
         ),
         **extra_conf,
     }

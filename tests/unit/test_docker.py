@@ -35,7 +35,8 @@ DOCKERFILE = DOCKER / "Dockerfile"
 PROJECT_IMAGE_SERVICES = {"spark-master", "spark-worker", "catalog", "pipeline"}
 SERVICES = PROJECT_IMAGE_SERVICES | {"minio", "create-bucket", "postgres", "trino", "prometheus"}
 LONG_RUNNING = SERVICES - {"create-bucket"}
-SECRETS = ("POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD")
+SECRETS = ("POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "LAKEHOUSE_TOKEN_KEY",
+           "LAKEHOUSE_PIPELINE_SECRET", "LAKEHOUSE_TRINO_SECRET")
 CONFIG_IN_CONTAINER = "/etc/lakehouse/lakehouse.yaml"
 LOOPBACK = {"localhost", "127.0.0.1", "0.0.0.0"}
 
