@@ -43,6 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from catalog_api.core.config import API_PREFIX
 from catalog_api.errors import error_response
 from catalog_api.middleware import replay_receive
+from catalog_api.security import PRINCIPAL
 from catalog_api.spec_endpoints import find_operation
 
 HEADER = b"idempotency-key"
@@ -167,8 +168,16 @@ class IdempotencyStore:
 
 
 def _fingerprint(scope: Scope, body: bytes) -> str:
+    """What identifies a request: its caller, method, path, query and body.
+
+    The caller is part of it, so another principal reusing a key gets 422, never the
+    stored answer of a request it may not have been allowed to make.
+    """
+    principal = scope.get("state", {}).get(PRINCIPAL)
+    caller = principal.name if principal is not None else ""
     digest = hashlib.sha256()
-    for part in (scope["method"], scope["path"], scope.get("query_string", b"").decode()):
+    for part in (caller, scope["method"], scope["path"],
+                 scope.get("query_string", b"").decode()):
         digest.update(part.encode() + b"\0")
     digest.update(body)
     return digest.hexdigest()

@@ -254,3 +254,21 @@ def jars(
     except LakehouseError as error:
         raise _fail(error) from None
     print(",".join(lines) if packages else "\n".join(lines))
+
+
+@app.command("hash-secret")
+def hash_secret() -> None:
+    """Print the Argon2 hash of a client secret read from stdin, for ``secret_hash``.
+
+    The secret is read without echo from a terminal, or as the first line of piped input;
+    the hash goes into ``catalog.auth.clients.<id>.secret_hash`` (docs/security.md).
+    """
+    from argon2 import PasswordHasher
+
+    if sys.stdin.isatty():
+        secret = typer.prompt("client secret", hide_input=True, confirmation_prompt=True)
+    else:
+        secret = sys.stdin.readline().rstrip("\n")
+    if not secret:
+        raise _fail(LakehouseError("hash-secret: empty secret on stdin"))
+    typer.echo(PasswordHasher().hash(secret))

@@ -426,3 +426,19 @@ def test_tokens_of_an_external_oidc_issuer_are_checked_against_its_jwks(
     finally:
         running.stop()
         issuer.http.shutdown()
+
+
+def test_an_idempotency_key_is_not_replayed_to_another_principal(
+    secure_catalog_server: SecureCatalogHandle, seeded_table: tuple[str, str]
+) -> None:
+    handle = secure_catalog_server
+    namespace, _ = seeded_table
+    url = f"{handle.uri}/v1/namespaces/{namespace}/properties"
+    body = {"updates": {"owner": "ops"}}
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    first = httpx.post(url, json=body, headers={**handle.headers("admin"), **key})
+    assert first.status_code == 200
+    replay = httpx.post(url, json=body, headers={**handle.headers("admin"), **key})
+    assert replay.status_code == 200 and replay.json() == first.json()
+    other = httpx.post(url, json=body, headers={**handle.headers("reader"), **key})
+    assert other.status_code == 422, other.text

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from catalog_api import CatalogSettings, serve_in_thread
 from catalog_api.errors import ListenError as CatalogListenError
+from catalog_api.security import AuthSettings, ClientSettings, GrantSettings
 from lakehouse.cli import app
 from lakehouse.config import parse_config
 from lakehouse.duckdb_client import attach_catalog, connect
@@ -162,3 +163,20 @@ def test_serve_refuses_a_public_address_without_auth(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", "-c", str(path)])
     assert result.exit_code != 0
     assert "authentication is off" in result.output and "Traceback" not in result.output
+
+
+def test_hash_secret_prints_an_argon2_hash_the_catalog_accepts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["hash-secret"], input="tr0ub4dor\n")
+    assert result.exit_code == 0, result.output
+    hashed = result.output.strip()
+    assert hashed.startswith("$argon2id$") and "tr0ub4dor" not in hashed
+    auth = AuthSettings(enabled=True, clients={"bi": ClientSettings(secret_hash=hashed)},
+                        grants={"bi": [GrantSettings(role="reader")]})  # type: ignore[list-item]
+    running = serve_in_thread(CatalogSettings(
+        warehouse=str(tmp_path), database_url=f"sqlite:///{tmp_path / 'c.db'}", auth=auth))
+    try:
+        RestCatalog("bi", uri=running.uri, credential="bi:tr0ub4dor").list_namespaces()
+    finally:
+        running.stop()
+    empty = CliRunner().invoke(app, ["hash-secret"], input="\n")
+    assert empty.exit_code == 1 and "empty secret" in empty.output
