@@ -11,13 +11,20 @@ the server: the numbers are what this one machine sustains end to end.
 
 Commits: N writer processes append one row at a time with pyiceberg to one table for a
 fixed time; a commit that loses the race (409) is retried on fresh metadata.
+
+Authentication: a second catalog process with auth on answers the same plain loadTable for
+a bearer token of an admin client (``loadTable with auth``), measured in the same rounds, so
+that the cost of checking the token (a cache hit after its first use) is a ratio to the open
+catalog's loadTable.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import re
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -33,7 +40,10 @@ import psutil
 import pyarrow as pa
 
 from tests.benchmarks.common import WORK, free_port, load_average
+from tests.benchmarks.serve import BENCH_CLIENT, SECRET_ENV
 
+#: The environment of the server processes: the bench client's secret (``catalog-auth``).
+SERVER_ENV = {SECRET_ENV: secrets.token_urlsafe(24)}
 CONNECTIONS = (1, 8, 32)
 DURATION_S = 5
 ROUNDS = 3
@@ -47,7 +57,7 @@ def server(kind: str, root: Path) -> Iterator[tuple[str, psutil.Process]]:
     """Start ``tests.benchmarks.serve`` and wait for it; yields its base URL and process."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "tests.benchmarks.serve", kind,
-                                str(root), str(port)])
+                                str(root), str(port)], env={**os.environ, **SERVER_ENV})
     base = f"http://127.0.0.1:{port}"
     probe = "/ping" if kind == "trivial" else "/healthz"
     try:
@@ -99,11 +109,21 @@ def _ms(text: str) -> float:
     return round(float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit], 3)
 
 
-def _table_with_history(uri: str, commits: int = 10) -> None:
+def _bearer(uri: str) -> dict[str, str]:
+    """The ``Authorization`` header of the bench client of a ``catalog-auth`` server."""
+    response = httpx.post(f"{uri}/v1/oauth/tokens", data={
+        "grant_type": "client_credentials", "client_id": BENCH_CLIENT,
+        "client_secret": SERVER_ENV[SECRET_ENV]})
+    response.raise_for_status()
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
+
+
+def _table_with_history(uri: str, commits: int = 10, credential: str | None = None) -> None:
     """A table with ``commits`` snapshots (a realistic metadata document)."""
     from pyiceberg.catalog.rest import RestCatalog
 
-    catalog = RestCatalog("bench", uri=uri)
+    properties = {"credential": credential} if credential else {}
+    catalog = RestCatalog("bench", uri=uri, **properties)
     catalog.create_namespace(NAMESPACE)
     rows = pa.table({"id": pa.array([0], pa.int64()), "note": ["x"]})
     table = catalog.create_table(f"{NAMESPACE}.{TABLE}", schema=rows.schema)
@@ -121,12 +141,18 @@ def load_table(root: Path) -> dict[str, Any]:
     same body and ETag from the route (an extra query parameter sends the request there).
     """
     out: dict[str, Any] = {"load_table": [], "load_table_etag": [], "load_table_route": [],
-                           "trivial": []}
+                           "load_table_auth": [], "trivial": []}
     with server("catalog", root / "catalog") as (base, process), \
+            server("catalog-auth", root / "catalog-auth") as (auth_base, auth_process), \
             server("trivial", root / "trivial") as (trivial_base, trivial_process):
-        uri = f"{base}/iceberg"
+        uri, auth_uri = f"{base}/iceberg", f"{auth_base}/iceberg"
         _table_with_history(uri)
+        _table_with_history(auth_uri, credential=f"{BENCH_CLIENT}:{SERVER_ENV[SECRET_ENV]}")
         url = f"{uri}/v1/namespaces/{NAMESPACE}/tables/{TABLE}"
+        auth_url = f"{auth_uri}/v1/namespaces/{NAMESPACE}/tables/{TABLE}"
+        bearer = _bearer(auth_uri)
+        assert httpx.get(auth_url).status_code == 401
+        assert httpx.get(auth_url, headers=bearer).status_code == 200
         first = httpx.get(url)
         etag = first.headers["etag"]
         assert httpx.get(url, headers={"If-None-Match": etag}).status_code == 304
@@ -136,6 +162,7 @@ def load_table(root: Path) -> dict[str, Any]:
         series = {"load_table": (url, {}, process),
                   "load_table_etag": (url, {"If-None-Match": etag}, process),
                   "load_table_route": (f"{url}?route=1", {}, process),
+                  "load_table_auth": (auth_url, bearer, auth_process),
                   "trivial": (f"{trivial_base}/ping", {}, trivial_process)}
         for target, headers, _ in series.values():
             wrk(target, 8, headers, duration_s=2)  # warm-up

@@ -2,8 +2,10 @@
 
 ``python -m tests.benchmarks.serve catalog ROOT PORT`` serves the catalog (SQLite file and
 ``file://`` warehouse under ROOT) as ``lakehouse serve`` does: one uvicorn process, access
-log off. ``python -m tests.benchmarks.serve trivial ROOT PORT`` serves ``GET /ping`` with the
-same server settings: the ceiling of FastAPI + uvicorn on this machine.
+log off. ``catalog-auth`` serves it with authentication on: one client, ``bench``, an admin,
+whose secret is the environment variable ``LAKEHOUSE_BENCH_SECRET``.
+``python -m tests.benchmarks.serve trivial ROOT PORT`` serves ``GET /ping`` with the same
+server settings: the ceiling of FastAPI + uvicorn on this machine.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
+
+BENCH_CLIENT = "bench"
+SECRET_ENV = "LAKEHOUSE_BENCH_SECRET"
 
 
 def trivial_app() -> FastAPI:
@@ -28,13 +33,20 @@ def trivial_app() -> FastAPI:
 
 def main() -> None:
     kind, root, port = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-    if kind == "catalog":
+    if kind in ("catalog", "catalog-auth"):
         from catalog_api import CatalogSettings
         from catalog_api.app import create_app
+        from catalog_api.security import AuthSettings, ClientSettings, GrantSettings
 
+        auth = AuthSettings()
+        if kind == "catalog-auth":
+            auth = AuthSettings(
+                enabled=True, clients={BENCH_CLIENT: ClientSettings(secret_env=SECRET_ENV)},
+                grants={BENCH_CLIENT: [GrantSettings(role="admin")]})  # type: ignore[list-item]
         (root / "warehouse").mkdir(parents=True, exist_ok=True)
         app = create_app(CatalogSettings(warehouse=(root / "warehouse").as_uri(),
-                                         database_url=f"sqlite:///{root / 'catalog.db'}"))
+                                         database_url=f"sqlite:///{root / 'catalog.db'}",
+                                         auth=auth))
     else:
         app = trivial_app()
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)

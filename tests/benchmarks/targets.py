@@ -104,6 +104,11 @@ def targets(results: dict[str, Any]) -> list[list[str]]:
             out.append([f"loadTable / trivial, {r['connections']} connections", "≥ 50%",
                         f"{value:.0%}", _verdict(value >= TARGETS["catalog"],
                                                  f"{TARGETS['catalog'] / value:.1f}× short")])
+        for r, a in zip(cat["load_table"], cat.get("load_table_auth", []), strict=False):
+            value = a["rps"] / r["rps"]
+            out.append([f"loadTable with auth / without, {r['connections']} connections",
+                        "≥ 50%", f"{value:.0%}",
+                        _verdict(value >= 0.5, f"{0.5 / value:.1f}× short")])
     fresh = results.get("freshness")
     if fresh:
         p50, goal = fresh["p50_s"], TARGETS["freshness_s"]
