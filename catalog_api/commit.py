@@ -5,19 +5,29 @@ metadata, updates applied in memory), then the new metadata files are written, t
 catalog rows are swapped in one database transaction whose ``UPDATE ... WHERE
 metadata_location = <base>`` fails if any table moved meanwhile. Either every table of a
 transaction advances or none does.
+
+Before that, :func:`check_new_files` checks that what a commit adds stays inside the table's
+own prefixes: its new metadata file, and for each snapshot it adds the manifest list, the
+manifests the parent snapshot did not have, and every data and delete file those name.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import CommitTableResponse, StagedTable, Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import AssertCreate, SetLocationUpdate, TableRequirement, TableUpdate
 from pyiceberg.typedef import Identifier
 from sqlalchemy import insert, update
@@ -25,6 +35,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from catalog_api.errors import BadRequestError
+from catalog_api.locations import check_inside, statistics_paths, table_roots, unreadable_reason
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -100,9 +113,76 @@ def plan_commit(
         )
     except CommitFailedException:
         raise
+    except StopIteration as exc:  # e.g. a create that adds no schema or partition spec
+        raise BadRequestError(
+            f"Cannot apply updates to {'.'.join(identifier)}: the metadata would be incomplete"
+        ) from exc
     except (ValueError, AttributeError, KeyError) as exc:
         raise BadRequestError(f"Cannot apply updates to {'.'.join(identifier)}: {exc}") from exc
     return PlannedCommit(identifier=identifier, base=base, staged=staged)
+
+
+def _read(read: Callable[[], T], what: str) -> T:
+    """Read a file a client wrote; a failure is the client's (400), its content not quoted."""
+    try:
+        return read()
+    except Exception as exc:  # any IO or Avro decoding failure
+        raise BadRequestError(f"Cannot read {what}: {unreadable_reason(exc, 'Avro')}") from exc
+
+
+def _manifest_paths(io: FileIO, snapshot: Snapshot | None) -> set[str]:
+    if snapshot is None:
+        return set()
+    manifests = _read(
+        functools.partial(snapshot.manifests, io), f"manifest list {snapshot.manifest_list}"
+    )
+    return {manifest.manifest_path for manifest in manifests}
+
+
+def _check_snapshot(
+    io: FileIO, metadata: TableMetadata, snapshot: Snapshot, roots: Sequence[str]
+) -> None:
+    check_inside(roots, [snapshot.manifest_list], "Manifest list")
+    manifests: list[ManifestFile] = _read(
+        functools.partial(snapshot.manifests, io), f"manifest list {snapshot.manifest_list}"
+    )
+    parent_id = snapshot.parent_snapshot_id
+    parent = metadata.snapshot_by_id(parent_id) if parent_id is not None else None
+    known = _manifest_paths(io, parent)
+    new = [manifest for manifest in manifests if manifest.manifest_path not in known]
+    check_inside(roots, (manifest.manifest_path for manifest in new), "Manifest")
+    for manifest in new:
+        read = functools.partial(manifest.fetch_manifest_entry, io, discard_deleted=False)
+        entries = _read(read, f"manifest {manifest.manifest_path}")
+        check_inside(roots, (e.data_file.file_path for e in entries), "Data or delete file")
+
+
+def check_new_files(plan: PlannedCommit) -> None:
+    """Check that the files a commit adds lie in the table's own prefixes.
+
+    The prefixes are the table's location and write paths (:func:`table_roots`). Checked:
+    the new metadata file, new statistics files, and for each added snapshot its manifest
+    list, the manifests its parent snapshot did not list, and the data and delete files
+    of those (read with the table's FileIO).
+
+    Args:
+        plan: The planned commit.
+
+    Raises:
+        BadRequestError: If a file lies outside, or a manifest list or manifest cannot be
+            read.
+    """
+    metadata = plan.staged.metadata
+    roots = table_roots(metadata.location, metadata.properties)
+    check_inside(roots, [plan.staged.metadata_location], "Metadata file")
+    base = plan.base.metadata if plan.base is not None else None
+    known_stats = set(statistics_paths(base)) if base is not None else set()
+    new_stats = (path for path in statistics_paths(metadata) if path not in known_stats)
+    check_inside(roots, new_stats, "Statistics file")
+    known = {snapshot.snapshot_id for snapshot in base.snapshots} if base is not None else set()
+    for snapshot in metadata.snapshots:
+        if snapshot.snapshot_id not in known:
+            _check_snapshot(plan.staged.io, metadata, snapshot, roots)
 
 
 def _check_distinct(plans: Sequence[PlannedCommit]) -> None:

@@ -63,13 +63,6 @@ class NotAuthorizedError(CatalogError):
     error_type = "NotAuthorizedException"
 
 
-class AuthenticationTimeoutError(CatalogError):
-    """The request's token has expired (419, the spec's ``AuthenticationTimeoutResponse``)."""
-
-    code = 419
-    error_type = "AuthenticationTimeoutException"
-
-
 class ForbiddenError(CatalogError):
     """The caller may not do this: its roles forbid it, or it reaches outside a table (403)."""
 

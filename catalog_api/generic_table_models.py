@@ -8,7 +8,7 @@ base location, description and string properties. pyiceberg has no model for it.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pyiceberg.catalog.rest.scan_planning import StorageCredential
 from pyiceberg.typedef import IcebergBaseModel
 
@@ -24,7 +24,22 @@ class GenericTable(IcebergBaseModel):
 
 
 class CreateGenericTableRequest(GenericTable):
-    """``CreateGenericTableRequest``: the same fields as ``GenericTable``."""
+    """``CreateGenericTableRequest``: the same fields as ``GenericTable``.
+
+    The name is checked by :mod:`catalog_api.names` (its message names the broken rule);
+    ``format`` must fit its ``VARCHAR(255)`` column and, like ``doc``, hold no NUL (a
+    PostgreSQL text cannot).
+    """
+
+    name: str
+    format: str = Field(min_length=1, max_length=255)
+
+    @field_validator("format", "doc")
+    @classmethod
+    def _without_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise ValueError("must not contain NUL")
+        return value
 
 
 class LoadGenericTableResponse(IcebergBaseModel):

@@ -20,6 +20,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from catalog_api.entity_rows import GENERIC_TABLE_TYPE, kind_of, names_of_type, row_filter
 from catalog_api.errors import BadRequestError
 from catalog_api.generic_table_models import CreateGenericTableRequest, GenericTable
+from catalog_api.locations import check_no_overlap, check_table_location
 from catalog_api.store import CatalogStore, check_namespace, table_identifier
 
 
@@ -56,6 +57,23 @@ class GenericTableStore:
         self.store = store
         self.catalog = store.catalog
         GenericTablesBase.metadata.create_all(self.catalog.engine)
+        store.location_sources.append(self.base_locations)
+
+    def base_locations(self) -> list[tuple[Identifier, str]]:
+        """The identifier and base location of every generic table that has one."""
+        stmt = select(
+            GenericTableRow.table_namespace, GenericTableRow.table_name,
+            GenericTableRow.base_location,
+        ).where(
+            GenericTableRow.catalog_name == self.catalog.name,
+            GenericTableRow.base_location.is_not(None),
+        )
+        with Session(self.catalog.engine) as session:
+            rows = session.execute(stmt).all()
+        return [
+            ((*namespace.split("."), name), location)
+            for namespace, name, location in rows if location
+        ]
 
     def _key(self, identifier: Identifier) -> dict[str, str]:
         return {
@@ -85,12 +103,18 @@ class GenericTableStore:
         """Create a generic table (Polaris ``createGenericTable``).
 
         Raises:
-            BadRequestError: If the name is invalid.
+            BadRequestError: If the name is invalid, or the base location is outside the
+                warehouse or overlaps another table's, view's or generic table's.
             NoSuchNamespaceError: If the namespace does not exist.
             TableAlreadyExistsError: If a table, view or generic table has that name (409).
         """
-        identifier = table_identifier(namespace, request.name, BadRequestError)
+        identifier = table_identifier(namespace, request.name, BadRequestError,
+                                      "Generic table name")
         self._require_namespace(namespace)
+        if request.base_location:
+            settings, location = self.store.settings, request.base_location.rstrip("/")
+            check_table_location(settings, location, "Base location")
+            check_no_overlap(location, self.store.entity_locations(identifier), "Base location")
         key = self._key(identifier)
         pointer = {**key, "metadata_location": None, "iceberg_type": GENERIC_TABLE_TYPE}
         details = {

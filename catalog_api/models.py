@@ -10,16 +10,59 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    field_validator,
+    model_validator,
+)
 from pyiceberg.catalog.rest import CreateTableRequest, RegisterTableRequest
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import TableIdentifier
 from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.typedef import IcebergBaseModel, Identifier
+from pyiceberg.types import transform_dict_value_to_str
 
 #: Namespace properties: the spec types them ``additionalProperties: {type: string}``.
 StringProperties = dict[str, str]
+#: Longest namespace property key and value: pyiceberg's ``SqlCatalog`` columns
+#: ``property_key VARCHAR(255)`` and ``property_value VARCHAR(1000)``.
+MAX_PROPERTY_KEY_CHARS, MAX_PROPERTY_VALUE_CHARS = 255, 1000
+
+
+def _fits_columns(properties: dict[str, str]) -> dict[str, str]:
+    for key, value in properties.items():
+        if len(key) > MAX_PROPERTY_KEY_CHARS:
+            raise ValueError(f"property keys must be at most {MAX_PROPERTY_KEY_CHARS} characters")
+        if len(value) > MAX_PROPERTY_VALUE_CHARS:
+            raise ValueError(
+                f"property values must be at most {MAX_PROPERTY_VALUE_CHARS} characters"
+            )
+        if "\x00" in key or "\x00" in value:
+            raise ValueError("property keys and values must not contain NUL")
+    return properties
+
+
+#: Namespace properties as the catalog database can store them.
+NamespaceProperties = Annotated[StringProperties, AfterValidator(_fits_columns)]
+
+
+def string_properties(properties: Any) -> dict[str, str]:
+    """Convert property values to strings as pyiceberg does, accepting an object only.
+
+    pyiceberg's own validator calls ``.items()`` on whatever it gets, so a list of
+    properties became an ``AttributeError`` (500) instead of a validation error (400).
+
+    Raises:
+        ValueError: If ``properties`` is not an object, or a value is null.
+    """
+    if not isinstance(properties, dict):
+        raise ValueError("properties must be an object of string values")
+    return transform_dict_value_to_str(properties)
 
 
 class RequestBody(IcebergBaseModel):
@@ -47,6 +90,11 @@ class CreateTableBody(CreateTableRequest, RequestBody):
     location: str | None = Field(default=None)
     partition_spec: PartitionSpec | None = Field(default=None, alias="partition-spec")
     write_order: SortOrder | None = Field(default=None, alias="write-order")
+
+    @field_validator("properties", mode="before")
+    def transform_properties_dict_value_to_str(cls, properties: Any) -> dict[str, str]:  # noqa: N805
+        """Replace pyiceberg's validator of the same name: a non-object is a 400."""
+        return string_properties(properties)
 
 
 class RegisterTableBody(RegisterTableRequest):
@@ -88,14 +136,14 @@ class CreateNamespaceBody(RequestBody):
     """Body of ``POST /v1/namespaces``."""
 
     namespace: Identifier
-    properties: StringProperties = Field(default_factory=dict)
+    properties: NamespaceProperties = Field(default_factory=dict)
 
 
 class UpdateNamespacePropertiesBody(RequestBody):
     """Body of ``POST /v1/namespaces/{namespace}/properties``."""
 
     removals: list[str] = Field(default_factory=list)
-    updates: StringProperties = Field(default_factory=dict)
+    updates: NamespaceProperties = Field(default_factory=dict)
 
 
 class _MetricsReport(BaseModel):

@@ -12,7 +12,8 @@ The server signs with its own S3 credentials (``S3Settings``: the keys it writes
 with, or botocore's default chain) using botocore's SigV4 signer for S3, and only requests
 that stay inside the table: objects under the table's location, listings whose ``prefix`` is
 under it, ``DeleteObjects`` whose keys all are, in the table's bucket on the configured
-endpoint. Anything else is 403 ``ForbiddenException``.
+endpoint, and only for tables inside the warehouse. Anything else is 403
+``ForbiddenException``.
 """
 
 from __future__ import annotations
@@ -33,12 +34,16 @@ from pyiceberg.typedef import Identifier
 from catalog_api.core.config import CatalogSettings
 from catalog_api.credentials import S3_SCHEMES, CredentialVendingError
 from catalog_api.errors import BadRequestError, ForbiddenError
+from catalog_api.locations import is_within, roots_of
 from catalog_api.models import RemoteSignBody
 
 REMOTE_SIGNING = "remote-signing"
 #: Request headers never passed to the signer (the signer sets its own).
 _DROPPED = {"authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"}
 _PAYLOAD_HASH = re.compile(r"^([0-9a-f]{64}|UNSIGNED-PAYLOAD|STREAMING-[A-Z0-9-]+)$")
+#: Hosts of AWS's S3 service itself (no bucket in them): ``s3.amazonaws.com``,
+#: ``s3.<region>.amazonaws.com``, ``s3-<region>.amazonaws.com``, ``s3.dualstack...``.
+_AWS_S3_HOST = re.compile(r"^s3([.-][a-z0-9-]+)*\.amazonaws\.com(\.cn)?(:443)?$")
 
 
 def wants_remote_signing(header: str | None) -> bool:
@@ -82,6 +87,7 @@ class RemoteSigner:
 
     def __init__(self, settings: CatalogSettings) -> None:
         self.s3 = settings.s3
+        self.roots = roots_of(settings)
         self._credentials: Any = None
         self._lock = threading.Lock()
 
@@ -135,7 +141,8 @@ class RemoteSigner:
         Raises:
             BadRequestError: If signing is off, the table is not on S3 or the provider is
                 not ``s3``.
-            ForbiddenError: If the request leaves the table's location, bucket or endpoint.
+            ForbiddenError: If the request leaves the table's location, bucket or endpoint,
+                or the table lies outside the warehouse.
             CredentialVendingError: If the server has no credentials to sign with (503).
         """
         if self.s3 is None or not self.s3.remote_signing:
@@ -145,6 +152,8 @@ class RemoteSigner:
         location = urlsplit(table_location)
         if location.scheme not in S3_SCHEMES:
             raise BadRequestError(f"Table location {table_location} is not on S3")
+        if not any(is_within(table_location, root) for root in self.roots):
+            raise ForbiddenError("Not signing for a table outside the warehouse")
         key = _object_key(request.uri, location.netloc, self.s3.endpoint)
         _check_scope(request, key, location.path.strip("/"))
         return {"uri": request.uri, "headers": self._signed_headers(request)}
@@ -185,7 +194,8 @@ def _object_key(uri: str, bucket: str, endpoint: str | None) -> str:
 
     Path-style (``http://endpoint/bucket/key``) and virtual-hosted
     (``http://bucket.endpoint/key``) URIs are understood; the service host must be the
-    configured endpoint's, or AWS's when none is configured.
+    configured endpoint's, or AWS's S3 service (``s3[.-]...amazonaws.com``, which names no
+    bucket) when none is configured.
 
     Raises:
         ForbiddenError: If the URI addresses another bucket or host.
@@ -201,7 +211,7 @@ def _object_key(uri: str, bucket: str, endpoint: str | None) -> str:
     else:
         raise ForbiddenError(f"{uri} is not in the table's bucket {bucket}")
     allowed = urlsplit(endpoint).netloc.lower() if endpoint else None
-    if (service != allowed) if allowed else not service.endswith(".amazonaws.com"):
+    if (service != allowed) if allowed else not _AWS_S3_HOST.match(service):
         raise ForbiddenError(f"{uri} is not on the warehouse's S3 endpoint")
     return key
 

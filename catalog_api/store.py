@@ -7,8 +7,10 @@ pyiceberg's REST models, so the wire format is the one pyiceberg's own client sp
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,17 +25,18 @@ from pyiceberg.exceptions import (
     TableAlreadyExistsError,
 )
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
-from pyiceberg.serializers import FromInputFile
+from pyiceberg.serializers import Compressor, FromInputFile
 from pyiceberg.table import CommitTableResponse
 from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
 from pyiceberg.typedef import Identifier, Properties
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from catalog_api import names
 from catalog_api.body_cache import BodyCache
-from catalog_api.commit import PlannedCommit, plan_commit, publish_commits
+from catalog_api.commit import PlannedCommit, check_new_files, plan_commit, publish_commits
 from catalog_api.core.config import CatalogSettings, is_local_location, local_path
 from catalog_api.entity_rows import (
     TABLE_LOCATION_QUERY,
@@ -41,11 +44,23 @@ from catalog_api.entity_rows import (
     table_location_parameters,
 )
 from catalog_api.errors import BadRequestError, UnprocessableEntityError
-from catalog_api.locations import check_location, check_properties, check_updates
+from catalog_api.locations import (
+    check_location,
+    check_no_overlap,
+    check_properties,
+    check_table_location,
+    check_table_metadata,
+    check_updates,
+    unreadable_reason,
+)
 from catalog_api.models import CreateTableBody
-from catalog_api.purge import purge_table_folders
+from catalog_api.purge import purge_table
+
+logger = logging.getLogger(__name__)
 
 SnapshotMode = Literal["all", "refs"]
+#: Gives ``(identifier, location)`` of entities whose location is not in a metadata file.
+LocationSource = Callable[[], Iterable[tuple[Identifier, str]]]
 
 
 @dataclass(frozen=True)
@@ -64,49 +79,39 @@ class TableChangeRequest:
 
 
 def check_namespace(namespace: Identifier, error: type[Exception] = BadRequestError) -> Identifier:
-    """Validate namespace parts: not blank (pyiceberg refuses whitespace-only parts), no dots.
-
-    The SQL catalog joins parts with dots; NUL cannot be part of a folder name.
+    """Validate a namespace with the rules of :func:`catalog_api.names.check_namespace`.
 
     Args:
         namespace: Namespace parts.
         error: Exception class raised when invalid (lookups raise a not-found error).
 
     Returns:
-        The namespace, unchanged.
+        The namespace, as a tuple.
 
     Raises:
-        Exception: An instance of ``error`` when the namespace is invalid.
+        Exception: An instance of ``error`` naming the broken rule.
     """
-    if not namespace or any(
-        not part.strip() or any(c in part for c in ".\x1f\x00") for part in namespace
-    ):
-        raise error(
-            f"Invalid namespace {list(namespace)}: parts must be non-blank, without '.', "
-            "0x1F or NUL"
-        )
-    return tuple(namespace)
+    return names.check_namespace(namespace, error)
 
 
-def table_identifier(namespace: Identifier, name: str, error: type[Exception]) -> Identifier:
-    """Build a table identifier from validated parts.
+def table_identifier(
+    namespace: Identifier, name: str, error: type[Exception], what: str = "Table name"
+) -> Identifier:
+    """Build a table (or view, generic table) identifier from validated parts.
 
     Args:
         namespace: Namespace parts.
         name: Table name.
         error: Exception class raised when a part is invalid.
+        what: What the name is, for the message.
 
     Returns:
         Namespace parts followed by the table name.
 
     Raises:
-        Exception: An instance of ``error`` when a part is invalid.
+        Exception: An instance of ``error`` naming the broken rule.
     """
-    if not name:
-        raise error("Table name must not be empty")
-    if "\x00" in name:  # names become folders of default locations
-        raise error(f"Invalid name {name!r}: NUL is not allowed")
-    return (*check_namespace(namespace, error), name)
+    return (*check_namespace(namespace, error), names.check_name(name, what, error))
 
 
 class CatalogStore:
@@ -126,8 +131,10 @@ class CatalogStore:
         self.catalog = SqlCatalog(settings.catalog_name, **properties)
         self._lock = threading.Lock()
         self.table_bodies = BodyCache(settings.table_body_cache_bytes)
-        # metadata file -> table location; files are immutable, so entries never go stale
-        self._location_in = functools.lru_cache(maxsize=4096)(self._read_location)
+        # metadata file -> table or view location; files are immutable, entries never go stale
+        self._location_in = functools.lru_cache(maxsize=65536)(self._read_location)
+        #: Further entities with a location (generic tables register theirs here).
+        self.location_sources: list[LocationSource] = []
 
     def close(self) -> None:
         """Release the database connections."""
@@ -244,7 +251,7 @@ class CatalogStore:
 
     def _prepare_create(
         self, namespace: Identifier, request: CreateTableBody
-    ) -> tuple[Identifier, str]:
+    ) -> tuple[Identifier, TableMetadata]:
         identifier = table_identifier(namespace, request.name, BadRequestError)
         if not self.catalog.namespace_exists(namespace):
             raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(namespace)}")
@@ -252,11 +259,26 @@ class CatalogStore:
             raise TableAlreadyExistsError(f"Table already exists: {'.'.join(identifier)}")
         location = (request.location or "").rstrip("/")
         location = location or self.default_table_location(namespace, request.name)
-        check_location(self.settings, location, "Table location")
+        check_table_location(self.settings, location, "Table location")
         check_properties(self.settings, request.properties)
-        if is_local_location(location):
+        spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
+        order = request.write_order or UNSORTED_SORT_ORDER
+        try:
+            metadata = new_table_metadata(
+                request.table_schema, spec, order, location, dict(request.properties)
+            )
+        except ValueError as exc:  # a partition or sort field on a column the schema lacks
+            raise BadRequestError(f"Invalid table layout: {exc}") from exc
+        return identifier, metadata
+
+    def _make_folder(self, location: str) -> None:
+        if not is_local_location(location):
+            return
+        try:
             (local_path(location) / "metadata").mkdir(parents=True, exist_ok=True)
-        return identifier, location
+        except OSError as exc:  # e.g. a folder name longer than the file system allows
+            reason = exc.strerror or type(exc).__name__
+            raise BadRequestError(f"Cannot create the folder of {location}: {reason}") from exc
 
     def create_table(self, namespace: Identifier, request: CreateTableBody) -> TableResponse:
         """Create a table, or stage its creation when ``stage-create`` is true.
@@ -266,20 +288,24 @@ class CatalogStore:
         ``<location>/metadata/`` folder is created, since some writers expect it.
 
         Raises:
-            BadRequestError: If the request is invalid.
+            BadRequestError: If the request is invalid, or the location is outside the
+                warehouse or overlaps another table's, view's or generic table's.
             NoSuchNamespaceError: If the namespace does not exist.
             TableAlreadyExistsError: If the table exists.
         """
-        identifier, location = self._prepare_create(namespace, request)
-        spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
-        order = request.write_order or UNSORTED_SORT_ORDER
-        properties = dict(request.properties)
-        if request.stage_create:
-            metadata = new_table_metadata(request.table_schema, spec, order, location, properties)
-            return self._response(metadata, None)
+        identifier, metadata = self._prepare_create(namespace, request)
         with self._lock:
+            check_no_overlap(metadata.location, self.entity_locations(identifier), "Table location")
+            self._make_folder(metadata.location)
+            if request.stage_create:
+                return self._response(metadata, None)
             table = self.catalog.create_table(
-                identifier, request.table_schema, location, spec, order, properties
+                identifier,
+                request.table_schema,
+                metadata.location,
+                request.partition_spec or UNPARTITIONED_PARTITION_SPEC,
+                request.write_order or UNSORTED_SORT_ORDER,
+                dict(request.properties),
             )
         return self._response(table.metadata, table.metadata_location)
 
@@ -313,7 +339,47 @@ class CatalogStore:
         return self._location_in(self.metadata_location(identifier))
 
     def _read_location(self, metadata_location: str) -> str:
-        return self.read_metadata(metadata_location).location
+        """The ``location`` field of a table or view metadata file (gzip when ``*.gz.*``)."""
+        io = self.catalog._load_file_io(location=metadata_location)
+        compressor = Compressor.get_compressor(metadata_location)
+        with io.new_input(metadata_location).open() as raw, compressor.stream_decompressor(
+            raw
+        ) as stream:
+            return str(json.loads(stream.read())["location"])
+
+    def entity_locations(self, exclude: Identifier | None = None) -> list[str]:
+        """The locations of every table, view and generic table of the catalog.
+
+        Table and view locations are read from their metadata files, each file once (files
+        are immutable); a file that cannot be read is skipped and logged.
+
+        Args:
+            exclude: An identifier whose entity is left out (the one being placed).
+        """
+        stmt = select(
+            IcebergTables.table_namespace, IcebergTables.table_name,
+            IcebergTables.metadata_location,
+        ).where(IcebergTables.catalog_name == self.catalog.name)
+        with Session(self.catalog.engine) as session:
+            rows = session.execute(stmt).all()
+        skipped = (".".join(exclude[:-1]), exclude[-1]) if exclude else None
+        locations = [
+            location for source in self.location_sources
+            for identifier, location in source() if identifier != exclude
+        ]
+        for namespace, name, metadata_location in rows:
+            if metadata_location and (namespace, name) != skipped:
+                locations.append(self._location_or_guess(metadata_location))
+        return locations
+
+    def _location_or_guess(self, metadata_location: str) -> str:
+        """The location in a metadata file; when unreadable, the folder above ``metadata/``."""
+        try:
+            return self._location_in(metadata_location)
+        except (OSError, ValueError, KeyError, TypeError):
+            folder = metadata_location.rpartition("/metadata/")[0]
+            logger.warning("Cannot read the location in %s", metadata_location)
+            return folder or metadata_location
 
     def table_response(
         self, metadata_location: str, snapshots: SnapshotMode = "all"
@@ -370,9 +436,10 @@ class CatalogStore:
     def drop_table(self, identifier: Identifier, purge: bool = False) -> None:
         """Drop a table, deleting its files too when ``purge`` is true.
 
-        A purge deletes the files the current metadata reaches, then (for tables inside the
-        warehouse) the ``data/`` and ``metadata/`` folders of the table; see
-        :func:`catalog_api.purge.purge_table_folders`. Without purge every file stays.
+        A purge deletes the files the current metadata reaches that lie inside the table's
+        location and no other entity's, then (for tables inside the warehouse) the ``data/``
+        and ``metadata/`` folders of the table; see :func:`catalog_api.purge.purge_table`.
+        Without purge every file stays.
 
         Raises:
             NoSuchTableError: If the table does not exist.
@@ -383,8 +450,9 @@ class CatalogStore:
                 self.catalog.drop_table(identifier)
                 return
             table = self.catalog.load_table(identifier)
-            self.catalog.purge_table(identifier)
-        purge_table_folders(self.settings, table)
+            others = self.entity_locations(identifier)
+            self.catalog.drop_table(identifier)
+        purge_table(self.settings, table, others)
 
     def rename_table(self, source: Identifier, destination: Identifier) -> None:
         """Rename a table, possibly into another namespace.
@@ -393,9 +461,11 @@ class CatalogStore:
             NoSuchTableError: If the source table does not exist.
             NoSuchNamespaceError: If the destination namespace does not exist.
             TableAlreadyExistsError: If the destination exists.
+            BadRequestError: If the destination name is invalid.
         """
         check_namespace(source[:-1], NoSuchTableError)
         check_namespace(destination[:-1], NoSuchNamespaceError)
+        names.check_name(destination[-1])
         if not self.catalog.table_exists(source):
             raise NoSuchTableError(f"Table does not exist: {'.'.join(source)}")
         if self.catalog.table_exists(destination):
@@ -413,19 +483,26 @@ class CatalogStore:
         io = self.catalog._load_file_io(location=metadata_location)
         return FromInputFile.table_metadata(io.new_input(metadata_location))
 
-    def _check_registrable(self, metadata_location: str) -> None:
+    def _registrable(self, metadata_location: str) -> TableMetadata:
+        """Read a metadata file a client names; the error never quotes the file."""
         try:
-            self.read_metadata(metadata_location)
+            return self.read_metadata(metadata_location)
         except Exception as exc:  # any IO or parse failure is the caller's bad location
-            raise BadRequestError(f"Cannot read table metadata {metadata_location}: {exc}") from exc
+            reason = unreadable_reason(exc, "table metadata")
+            message = f"Cannot read table metadata at {metadata_location}: {reason}"
+            raise BadRequestError(message) from exc
 
     def register_table(
         self, namespace: Identifier, name: str, metadata_location: str, overwrite: bool = False
     ) -> TableResponse:
         """Register an existing metadata file as a table.
 
+        The metadata file, and every location it names, must be inside the warehouse (see
+        :func:`catalog_api.locations.check_table_metadata`), and the table's location may
+        not overlap another entity's.
+
         Raises:
-            BadRequestError: If the metadata file cannot be read.
+            BadRequestError: If the metadata file cannot be read or a location breaks a rule.
             NoSuchNamespaceError: If the namespace does not exist.
             TableAlreadyExistsError: If the table exists and ``overwrite`` is false.
         """
@@ -433,8 +510,10 @@ class CatalogStore:
         if not self.catalog.namespace_exists(namespace):
             raise NoSuchNamespaceError(f"Namespace does not exist: {'.'.join(namespace)}")
         check_location(self.settings, metadata_location, "Metadata location")
-        self._check_registrable(metadata_location)
+        metadata = self._registrable(metadata_location)
+        check_table_metadata(self.settings, metadata, metadata_location)
         with self._lock:
+            check_no_overlap(metadata.location, self.entity_locations(identifier), "Table location")
             if overwrite and self.catalog.table_exists(identifier):
                 self._repoint(identifier, metadata_location)
             else:
@@ -462,15 +541,39 @@ class CatalogStore:
 
     def _plan(self, change: TableChangeRequest) -> PlannedCommit:
         identifier = change.identifier
-        check_namespace(identifier[:-1], NoSuchTableError)
+        creates = any(isinstance(requirement, AssertCreate) for requirement in change.requirements)
+        error = BadRequestError if creates else NoSuchTableError
+        names.check_name(identifier[-1], "Table name", error)
+        check_namespace(identifier[:-1], error)
         check_updates(self.settings, change.updates)
-        return plan_commit(
+        plan = plan_commit(
             self.catalog,
             identifier,
             change.requirements,
             change.updates,
             lambda: self.default_table_location(identifier[:-1], identifier[-1]),
         )
+        self._check_locations(plan)
+        return plan
+
+    def _check_locations(self, plan: PlannedCommit) -> None:
+        """Check where a planned commit writes and what files it adds.
+
+        The location and write paths must be inside the warehouse (a table registered
+        before these rules may name others); a new or moved location may not overlap
+        another entity's; the new metadata file and the files of new snapshots must lie in
+        the table's own prefixes (:func:`catalog_api.commit.check_new_files`).
+
+        Raises:
+            BadRequestError: If a location breaks a rule.
+        """
+        metadata = plan.staged.metadata
+        check_table_location(self.settings, metadata.location)
+        check_properties(self.settings, metadata.properties)
+        if plan.base is None or plan.base.metadata.location != metadata.location:
+            others = self.entity_locations(plan.identifier)
+            check_no_overlap(metadata.location, others, "Table location")
+        check_new_files(plan)
 
     def commit_table(self, change: TableChangeRequest) -> CommitTableResponse:
         """Commit requirements and updates to one table atomically.

@@ -29,6 +29,7 @@ from pyiceberg.typedef import Properties
 from pyiceberg.view.metadata import ViewHistoryEntry, ViewMetadata, ViewVersion
 
 from catalog_api.errors import BadRequestError
+from catalog_api.locations import unreadable_reason
 from catalog_api.view_models import AddViewVersionUpdate, SetCurrentViewVersionUpdate, ViewUpdate
 
 VIEW_FORMAT_VERSION = 1
@@ -275,12 +276,14 @@ def read_view_metadata(
         The parsed metadata.
 
     Raises:
-        Exception: An instance of ``error`` if the file cannot be read or is not view metadata.
+        Exception: An instance of ``error`` if the file cannot be read or is not view
+            metadata; its message never quotes the file.
     """
-    io = load_file_io(dict(io_properties), location)
-    compressor = Compressor.get_compressor(location)
     try:
+        io = load_file_io(dict(io_properties), location)
+        compressor = Compressor.get_compressor(location)
         with io.new_input(location).open() as raw, compressor.stream_decompressor(raw) as stream:
             return ViewMetadata.model_validate_json(stream.read())
-    except Exception as exc:  # any IO or parse failure
-        raise error(f"Cannot read view metadata {location}: {exc}") from exc
+    except Exception as exc:  # any IO or parse failure; its text may quote the file
+        reason = unreadable_reason(exc, "view metadata")
+        raise error(f"Cannot read view metadata at {location}: {reason}") from exc

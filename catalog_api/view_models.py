@@ -10,9 +10,9 @@ remove-properties) reuse pyiceberg's table update classes; the two view-only upd
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pyiceberg.catalog.rest import CreateViewRequest
 from pyiceberg.table import TableIdentifier
 from pyiceberg.table.update import (
@@ -26,7 +26,7 @@ from pyiceberg.table.update import (
 from pyiceberg.typedef import IcebergBaseModel
 from pyiceberg.view.metadata import ViewVersion
 
-from catalog_api.models import RequestBody
+from catalog_api.models import RequestBody, string_properties
 
 
 class AddViewVersionUpdate(IcebergBaseModel):
@@ -75,3 +75,8 @@ class CreateViewBody(CreateViewRequest, RequestBody):
     """``CreateViewRequest`` whose ``location`` may be omitted (the server picks one)."""
 
     location: str | None = Field(default=None)
+
+    @field_validator("properties", mode="before")
+    def transform_properties_dict_value_to_str(cls, properties: Any) -> dict[str, str]:  # noqa: N805
+        """Replace pyiceberg's validator of the same name: a non-object is a 400."""
+        return string_properties(properties)

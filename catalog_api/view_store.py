@@ -4,6 +4,9 @@ A view is stored the way Iceberg Java's ``JdbcCatalog`` stores one: a row with
 ``iceberg_type = 'VIEW'`` whose ``metadata_location`` names the current metadata file. Commits
 write a new file and swap the pointer with ``UPDATE ... WHERE metadata_location = <base>``, so
 of two concurrent commits exactly one wins and the other gets 409 ``CommitFailedException``.
+
+A view's location follows the rules of table locations (:mod:`catalog_api.locations`):
+inside the warehouse, overlapping no other table's, view's or generic table's location.
 """
 
 from __future__ import annotations
@@ -27,6 +30,13 @@ from sqlalchemy.orm import Session
 
 from catalog_api.entity_rows import VIEW_TYPE, kind_of, names_of_type, row_filter
 from catalog_api.errors import BadRequestError, CatalogError
+from catalog_api.locations import (
+    check_inside,
+    check_location,
+    check_no_overlap,
+    check_table_location,
+    check_updates,
+)
 from catalog_api.store import CatalogStore, check_namespace, table_identifier
 from catalog_api.view_metadata import (
     apply_view_updates,
@@ -95,6 +105,12 @@ class ViewStore:
             self._raise_taken(identifier)
             raise ViewAlreadyExistsError(f"Name taken: {_name(identifier)}") from exc
 
+    def _place(self, identifier: Identifier, location: str) -> None:
+        """Refuse a view location outside the warehouse or overlapping another entity's."""
+        check_table_location(self.store.settings, location, "View location")
+        others = self.store.entity_locations(identifier)
+        check_no_overlap(location, others, "View location")
+
     def _require_namespace(self, namespace: Identifier) -> None:
         if not self.store.namespace_exists(namespace):
             raise NoSuchNamespaceError(f"Namespace does not exist: {_name(namespace)}")
@@ -115,15 +131,18 @@ class ViewStore:
         The location defaults to the one a table of that name would get.
 
         Raises:
-            BadRequestError: If the name or the view version is invalid.
+            BadRequestError: If the name, the view version or the location is invalid (the
+                location must be inside the warehouse and overlap no other entity's).
             NoSuchNamespaceError: If the namespace does not exist.
             ViewAlreadyExistsError: If a view of that name exists.
             TableAlreadyExistsError: If a table or generic table of that name exists.
         """
-        identifier = table_identifier(namespace, body.name, BadRequestError)
+        identifier = table_identifier(namespace, body.name, BadRequestError, "View name")
         self._require_namespace(namespace)
         self._raise_taken(identifier)
-        location = body.location or self.store.default_table_location(namespace, body.name)
+        location = (body.location or "").rstrip("/")
+        location = location or self.store.default_table_location(namespace, body.name)
+        self._place(identifier, location)
         metadata = new_view_metadata(
             location, body.view_schema, body.view_version, body.properties
         )
@@ -173,7 +192,9 @@ class ViewStore:
             TableAlreadyExistsError: If the destination name is a table or generic table.
         """
         self._metadata_location(source)
-        destination = table_identifier(destination[:-1], destination[-1], BadRequestError)
+        destination = table_identifier(
+            destination[:-1], destination[-1], BadRequestError, "View name"
+        )
         self._require_namespace(destination[:-1])
         self._raise_taken(destination)
         stmt = (
@@ -196,15 +217,24 @@ class ViewStore:
     ) -> ViewResponse:
         """Register an existing view metadata file under a name (``registerView``).
 
+        The file must be inside the warehouse and inside the view's own location, which
+        must be inside the warehouse and overlap no other entity's.
+
         Raises:
-            BadRequestError: If the name is invalid or the file is not readable view metadata.
+            BadRequestError: If the name is invalid, the file is not readable view metadata
+                or a location breaks a rule.
             NoSuchNamespaceError: If the namespace does not exist.
             ViewAlreadyExistsError: If a view of that name exists.
             TableAlreadyExistsError: If a table or generic table of that name exists.
         """
-        identifier = table_identifier(namespace, name, BadRequestError)
+        identifier = table_identifier(namespace, name, BadRequestError, "View name")
         self._require_namespace(namespace)
+        check_location(self.store.settings, metadata_location, "Metadata location")
         metadata = read_view_metadata(metadata_location, self.io_properties)
+        check_table_location(self.store.settings, metadata.location, "View location")
+        check_inside([metadata.location], [metadata_location], "Metadata file")
+        self._raise_taken(identifier)
+        self._place(identifier, metadata.location)
         self._insert(identifier, metadata_location)
         return self._response(metadata, metadata_location)
 
@@ -219,8 +249,10 @@ class ViewStore:
         Raises:
             NoSuchViewError: If the view does not exist.
             CommitFailedException: If ``assert-view-uuid`` fails or another commit won the race.
-            BadRequestError: If an update is invalid for the view.
+            BadRequestError: If an update is invalid for the view, or its location would be
+                outside the warehouse or overlap another entity's.
         """
+        check_updates(self.store.settings, updates)
         base_location = self._metadata_location(identifier)
         base = read_view_metadata(base_location, self.io_properties, CatalogError)
         for requirement in requirements:
@@ -231,6 +263,9 @@ class ViewStore:
         metadata = apply_view_updates(base, updates)
         if metadata == base:
             return self._response(base, base_location)
+        if metadata.location != base.location:
+            self._place(identifier, metadata.location)
+        check_table_location(self.store.settings, metadata.location, "View location")
         new_location = new_metadata_location(metadata.location, base_location)
         write_view_metadata(metadata, new_location, self.io_properties)
         self._swap(identifier, base_location, new_location)

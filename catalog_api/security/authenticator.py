@@ -104,8 +104,7 @@ class Authenticator:
         Without auth every caller is the anonymous admin.
 
         Raises:
-            NotAuthorizedError: No bearer token, or an invalid one (401).
-            AuthenticationTimeoutError: The token has expired (419).
+            NotAuthorizedError: No bearer token, or an invalid or expired one (401).
         """
         if not self.enabled:
             return anonymous_admin()
@@ -123,8 +122,7 @@ class Authenticator:
         """Check a token with the verifier of the issuer it names.
 
         Raises:
-            NotAuthorizedError: Unknown issuer, or an invalid token (401).
-            AuthenticationTimeoutError: The token has expired (419).
+            NotAuthorizedError: Unknown issuer, or an invalid or expired token (401).
         """
         issuer = unverified_issuer(token)
         if issuer == ISSUER:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from catalog_api.core import API_PREFIX
-from catalog_api.errors import AuthenticationTimeoutError, NotAuthorizedError, error_response
+from catalog_api.errors import NotAuthorizedError, error_response
 from catalog_api.security.authenticator import Authenticator
 
 PRINCIPAL = "principal"
@@ -35,7 +35,7 @@ def is_public(method: str, path: str) -> bool:
 
 
 class AuthenticationMiddleware:
-    """Answer 401 (or 419 for an expired token) before any route, or record the caller.
+    """Answer 401 before any route to a caller without a valid token, or record the caller.
 
     Args:
         app: The wrapped application.
@@ -54,7 +54,7 @@ class AuthenticationMiddleware:
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         try:
             principal = await self.authenticator.authenticate(header or None)
-        except (NotAuthorizedError, AuthenticationTimeoutError) as error:
+        except NotAuthorizedError as error:
             response = error_response(error.code, error.error_type, str(error))
             response.headers["WWW-Authenticate"] = 'Bearer realm="iceberg"'
             await response(scope, receive, send)

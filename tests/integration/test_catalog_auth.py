@@ -148,8 +148,9 @@ def test_expired_forged_and_misdirected_tokens_are_refused(keyed_server: Any) ->
         return httpx.get(url, headers={"Authorization": f"Bearer {token}"})
 
     assert status(_token(key)).status_code == 200
-    _error(status(_token(key, exp=int(time.time()) - 3600)), 419,
-           "AuthenticationTimeoutException")
+    expired = _error(status(_token(key, exp=int(time.time()) - 3600)), 401,
+                     "NotAuthorizedException")
+    assert "expired" in expired
     assert status(_token("another-key-" + key)).status_code == 401
     assert status(_token(key, aud="another-catalog")).status_code == 401
     assert status(_token(key, iss="someone-else")).status_code == 401
@@ -422,7 +423,7 @@ def test_tokens_of_an_external_oidc_issuer_are_checked_against_its_jwks(
         for bad in (issuer.token("ops", key=other_key), issuer.token("ops", aud="other"),
                     issuer.token("ops", exp=int(time.time()) - 600)):
             code = httpx.get(url, headers={"Authorization": f"Bearer {bad}"}).status_code
-            assert code in (401, 419)
+            assert code == 401
     finally:
         running.stop()
         issuer.http.shutdown()

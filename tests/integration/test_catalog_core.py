@@ -317,6 +317,8 @@ def test_head_rename_register(
     _assert_error(httpx.post(f"{catalog_server.uri}/v1/tables/rename", json=rename), 404,
                   "NoSuchNamespaceException")
 
+    # two tables may not share a location: "b" is dropped (its files stay) before "r" takes it
+    httpx.delete(_table_url(catalog_server, f"{catalog_namespace}_other", "b")).raise_for_status()
     register = {"name": "r", "metadata-location": moved.json()["metadata-location"]}
     registered = httpx.post(f"{_ns_url(catalog_server, catalog_namespace)}/register", json=register)
     assert registered.status_code == 200 and registered.headers["ETag"]

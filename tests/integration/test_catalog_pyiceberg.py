@@ -1,10 +1,13 @@
-"""The catalog service against pyiceberg's RestCatalog and raw HTTP: real server, real SQLite."""
+"""The catalog service against pyiceberg's RestCatalog and raw HTTP: real server, real SQLite.
+
+The namespace and table lifecycles also run against the secure catalog, with the admin's
+credential; there pyiceberg also works with a bearer token, and gets 401 without either.
+"""
 
 from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,11 +21,12 @@ from pyiceberg.exceptions import (
     NoSuchNamespaceError,
     NoSuchTableError,
     TableAlreadyExistsError,
+    UnauthorizedError,
 )
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, LongType, NestedField
 
-from tests.conftest_catalog import CatalogServerHandle
+from tests.conftest_catalog import CatalogServerHandle, SecureCatalogHandle
 
 SEP = "%1F"  # the namespace separator, URL-encoded
 
@@ -45,6 +49,30 @@ def _assert_error(response: httpx.Response, code: int, error_type: str) -> dict[
     assert isinstance(error["message"], str) and error["message"]
     assert "Traceback" not in response.text
     return error
+
+
+def _secure_catalog(handle: SecureCatalogHandle, **auth: str) -> RestCatalog:
+    """pyiceberg on the secure catalog; ``auth``: ``credential`` or ``token``."""
+    return RestCatalog("secure", uri=handle.uri,
+                       **{"oauth2-server-uri": f"{handle.uri}/v1/oauth/tokens", **auth})
+
+
+@pytest.fixture(params=["open", "secure"])
+def any_catalog(request: pytest.FixtureRequest) -> RestCatalog:
+    """pyiceberg on the open test catalog, or on the secure one with the admin's credential."""
+    if request.param == "open":
+        catalog: RestCatalog = request.getfixturevalue("rest_catalog")
+        return catalog
+    handle: SecureCatalogHandle = request.getfixturevalue("secure_catalog_server")
+    return _secure_catalog(handle, credential=handle.credential("admin"))
+
+
+@pytest.fixture
+def any_namespace(any_catalog: RestCatalog) -> str:
+    """A fresh, empty namespace of ``any_catalog``."""
+    name = f"ns_{uuid.uuid4().hex[:10]}"
+    any_catalog.create_namespace(name)
+    return name
 
 
 # ----------------------------------------------------------------------------- service
@@ -87,40 +115,40 @@ def test_unknown_route_gives_error_model(catalog_server: CatalogServerHandle) ->
 # -------------------------------------------------------------------------- namespaces
 
 
-def test_namespace_lifecycle(rest_catalog: RestCatalog) -> None:
+def test_namespace_lifecycle(any_catalog: RestCatalog) -> None:
     root = f"ns_{uuid.uuid4().hex[:8]}"
-    rest_catalog.create_namespace(root, {"owner": "tests"})
-    rest_catalog.create_namespace((root, "child"))
-    assert (root,) in rest_catalog.list_namespaces()
-    assert rest_catalog.list_namespaces(root) == [(root, "child")]
-    assert rest_catalog.load_namespace_properties(root)["owner"] == "tests"
-    assert rest_catalog.namespace_exists((root, "child"))
-    assert not rest_catalog.namespace_exists((root, "missing"))
+    any_catalog.create_namespace(root, {"owner": "tests"})
+    any_catalog.create_namespace((root, "child"))
+    assert (root,) in any_catalog.list_namespaces()
+    assert any_catalog.list_namespaces(root) == [(root, "child")]
+    assert any_catalog.load_namespace_properties(root)["owner"] == "tests"
+    assert any_catalog.namespace_exists((root, "child"))
+    assert not any_catalog.namespace_exists((root, "missing"))
 
-    summary = rest_catalog.update_namespace_properties(
+    summary = any_catalog.update_namespace_properties(
         root, removals={"owner", "gone"}, updates={"k": "v"}
     )
     assert summary.removed == ["owner"] and summary.updated == ["k"] and summary.missing == ["gone"]
-    assert "owner" not in rest_catalog.load_namespace_properties(root)
+    assert "owner" not in any_catalog.load_namespace_properties(root)
 
     with pytest.raises(NamespaceAlreadyExistsError):
-        rest_catalog.create_namespace(root)
+        any_catalog.create_namespace(root)
     with pytest.raises(NamespaceNotEmptyError):
-        rest_catalog.drop_namespace(root)
-    rest_catalog.drop_namespace((root, "child"))
-    rest_catalog.drop_namespace(root)
-    assert not rest_catalog.namespace_exists(root)
+        any_catalog.drop_namespace(root)
+    any_catalog.drop_namespace((root, "child"))
+    any_catalog.drop_namespace(root)
+    assert not any_catalog.namespace_exists(root)
 
 
-def test_missing_namespace_errors(rest_catalog: RestCatalog) -> None:
+def test_missing_namespace_errors(any_catalog: RestCatalog) -> None:
     with pytest.raises(NoSuchNamespaceError):
-        rest_catalog.load_namespace_properties("no_such_namespace")
+        any_catalog.load_namespace_properties("no_such_namespace")
     with pytest.raises(NoSuchNamespaceError):
-        rest_catalog.list_tables("no_such_namespace")
+        any_catalog.list_tables("no_such_namespace")
     with pytest.raises(NoSuchNamespaceError):
-        rest_catalog.drop_namespace("no_such_namespace")
+        any_catalog.drop_namespace("no_such_namespace")
     with pytest.raises(NoSuchNamespaceError):
-        rest_catalog.create_table("no_such_namespace.t", ARROW_SCHEMA)
+        any_catalog.create_table("no_such_namespace.t", ARROW_SCHEMA)
 
 
 def test_404_types_let_spark_fall_back(
@@ -139,55 +167,55 @@ def test_404_types_let_spark_fall_back(
 # ------------------------------------------------------------------------------ tables
 
 
-def test_table_lifecycle(rest_catalog: RestCatalog, catalog_namespace: str, tmp_path: Path) -> None:
-    ident = f"{catalog_namespace}.events"
-    table = rest_catalog.create_table(ident, ARROW_SCHEMA, properties={"format-version": "2"})
+def test_table_lifecycle(any_catalog: RestCatalog, any_namespace: str) -> None:
+    ident = f"{any_namespace}.events"
+    table = any_catalog.create_table(ident, ARROW_SCHEMA, properties={"format-version": "2"})
     assert table.metadata.format_version == 2
-    assert table.location().endswith(f"/{catalog_namespace}/events")
-    assert rest_catalog.list_tables(catalog_namespace) == [(catalog_namespace, "events")]
-    assert rest_catalog.table_exists(ident)
+    assert table.location().endswith(f"/{any_namespace}/events")
+    assert any_catalog.list_tables(any_namespace) == [(any_namespace, "events")]
+    assert any_catalog.table_exists(ident)
 
     table.append(_rows([1, 2, 3]))
-    loaded = rest_catalog.load_table(ident)
+    loaded = any_catalog.load_table(ident)
     assert sorted(loaded.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
 
     with loaded.update_schema() as update:
         update.add_column("score", DoubleType())
-    loaded = rest_catalog.load_table(ident)
+    loaded = any_catalog.load_table(ident)
     assert loaded.schema().find_field("score").field_type == DoubleType()
     scored = _rows([4]).append_column("score", pa.array([0.5]))
     loaded.append(scored)
-    result = rest_catalog.load_table(ident).scan().to_arrow()
+    result = any_catalog.load_table(ident).scan().to_arrow()
     assert result.num_rows == 4 and result["score"].null_count == 3
 
     loaded.overwrite(_rows([10, 11]).append_column("score", pa.array([1.0, 2.0])))
     loaded.delete("id == 10")
-    result = rest_catalog.load_table(ident).scan().to_arrow()
+    result = any_catalog.load_table(ident).scan().to_arrow()
     assert result["id"].to_pylist() == [11]
-    assert len(rest_catalog.load_table(ident).snapshots()) >= 4
+    assert len(any_catalog.load_table(ident).snapshots()) >= 4
 
-    renamed = f"{catalog_namespace}.events_v2"
-    rest_catalog.rename_table(ident, renamed)
-    assert not rest_catalog.table_exists(ident)
-    assert rest_catalog.load_table(renamed).scan().to_arrow()["id"].to_pylist() == [11]
-    rest_catalog.drop_table(renamed)
-    assert rest_catalog.list_tables(catalog_namespace) == []
+    renamed = f"{any_namespace}.events_v2"
+    any_catalog.rename_table(ident, renamed)
+    assert not any_catalog.table_exists(ident)
+    assert any_catalog.load_table(renamed).scan().to_arrow()["id"].to_pylist() == [11]
+    any_catalog.drop_table(renamed)
+    assert any_catalog.list_tables(any_namespace) == []
 
 
-def test_table_errors(rest_catalog: RestCatalog, catalog_namespace: str) -> None:
+def test_table_errors(any_catalog: RestCatalog, any_namespace: str) -> None:
     with pytest.raises(NoSuchTableError):
-        rest_catalog.load_table(f"{catalog_namespace}.missing")
-    assert not rest_catalog.table_exists(f"{catalog_namespace}.missing")
+        any_catalog.load_table(f"{any_namespace}.missing")
+    assert not any_catalog.table_exists(f"{any_namespace}.missing")
     with pytest.raises(NoSuchTableError):
-        rest_catalog.drop_table(f"{catalog_namespace}.missing")
-    rest_catalog.create_table(f"{catalog_namespace}.t", ARROW_SCHEMA)
+        any_catalog.drop_table(f"{any_namespace}.missing")
+    any_catalog.create_table(f"{any_namespace}.t", ARROW_SCHEMA)
     with pytest.raises(TableAlreadyExistsError):
-        rest_catalog.create_table(f"{catalog_namespace}.t", ARROW_SCHEMA)
-    rest_catalog.create_table(f"{catalog_namespace}.u", ARROW_SCHEMA)
+        any_catalog.create_table(f"{any_namespace}.t", ARROW_SCHEMA)
+    any_catalog.create_table(f"{any_namespace}.u", ARROW_SCHEMA)
     with pytest.raises(TableAlreadyExistsError):
-        rest_catalog.rename_table(f"{catalog_namespace}.t", f"{catalog_namespace}.u")
+        any_catalog.rename_table(f"{any_namespace}.t", f"{any_namespace}.u")
     with pytest.raises(NoSuchTableError):
-        rest_catalog.rename_table(f"{catalog_namespace}.missing", f"{catalog_namespace}.v")
+        any_catalog.rename_table(f"{any_namespace}.missing", f"{any_namespace}.v")
 
 
 def test_racing_schema_changes_get_commit_failed(
@@ -419,3 +447,31 @@ def test_load_table_refs_only(
     everything = httpx.get(url, params={"snapshots": "all"}).json()["metadata"]["snapshots"]
     referenced = httpx.get(url, params={"snapshots": "refs"}).json()["metadata"]["snapshots"]
     assert len(everything) == 2 and len(referenced) == 1
+
+
+# ------------------------------------------------------------------------ authentication
+
+
+def test_a_bearer_token_is_enough(secure_catalog_server: SecureCatalogHandle) -> None:
+    handle = secure_catalog_server
+    admin = _secure_catalog(handle, credential=handle.credential("admin"))
+    namespace = f"ns_{uuid.uuid4().hex[:10]}"
+    admin.create_namespace(namespace)
+    admin.create_table(f"{namespace}.t", ARROW_SCHEMA).append(_rows([1, 2]))
+    reader = _secure_catalog(handle, token=handle.token("reader"))
+    assert (namespace,) in reader.list_namespaces()
+    assert reader.list_tables(namespace) == [(namespace, "t")]
+    assert sorted(reader.load_table(f"{namespace}.t").scan().to_arrow()["id"].to_pylist()) == [1, 2]
+
+
+def test_without_credentials_every_call_gets_401(
+    secure_catalog_server: SecureCatalogHandle,
+) -> None:
+    anonymous = _secure_catalog(secure_catalog_server)  # GET /v1/config needs no token
+    # pyiceberg 0.12 without credential or token sends `Authorization: Bearer None`.
+    refused = r"^NotAuthorizedException: (Authentication required|Invalid token: not a JSON)"
+    for call in (anonymous.list_namespaces, lambda: anonymous.list_tables("any"),
+                 lambda: anonymous.load_table("any.t"),
+                 lambda: anonymous.create_namespace("mine")):
+        with pytest.raises(UnauthorizedError, match=refused):
+            call()

@@ -5,18 +5,24 @@ goes through Iceberg's ``RESTCatalog`` (HTTP to the server); every assertion rea
 through pyiceberg's ``RestCatalog``, so both clients must agree on what the catalog holds.
 ``test_spark_session.py`` already covers copy-on-write DML and the changelog view over REST;
 this module covers both write modes, both time-travel forms, schema evolution, staged
-creates (CTAS), purge and views.
+creates (CTAS), purge and views. Against the secure catalog, Spark authenticates with a
+credential or a token, is refused without them (401), and as a reader may not write (403).
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from py4j.protocol import Py4JJavaError
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError
+
+from tests.conftest_catalog import SecureCatalogHandle
 
 pytestmark = pytest.mark.spark
 
@@ -159,3 +165,99 @@ def test_create_view_through_the_rest_catalog(spark, namespace, rest_catalog) ->
     assert (namespace, "big_ids") in rest_catalog.list_views(namespace)
     spark.sql(f"DROP VIEW {CATALOG}.{view}")
     assert not rest_catalog.view_exists(view)
+
+
+# --------------------------------------------------------------------- authentication
+#
+# The secure catalog (``secure_catalog_server``) requires a bearer token on every route but
+# ``GET /v1/config``. Each test registers a Spark catalog of its own on the shared session at
+# runtime (Spark instantiates a catalog once per name, at its first use): the Java client gets
+# its token with a credential (OAuth2 client credentials) or is handed one.
+
+SECURE_ROWS = [(1, "a"), (2, "b")]
+
+
+def _secure_catalog(spark, handle: SecureCatalogHandle, name: str, **auth: str) -> str:
+    """Register Spark catalog ``name`` on the secure server; ``auth``: credential or token."""
+    prefix = f"spark.sql.catalog.{name}"
+    conf = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "rest",
+        f"{prefix}.uri": handle.uri,
+        f"{prefix}.oauth2-server-uri": f"{handle.uri}/v1/oauth/tokens",
+        f"{prefix}.cache-enabled": "false",
+        **{f"{prefix}.{key}": value for key, value in auth.items()},
+    }
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    return name
+
+
+@pytest.fixture(scope="module")
+def secure_namespace(secure_catalog_server: SecureCatalogHandle) -> str:
+    """A namespace of the secure catalog whose table ``t`` pyiceberg (admin) wrote."""
+    admin = _admin(secure_catalog_server)
+    name = f"spark_auth_{uuid.uuid4().hex[:8]}"
+    admin.create_namespace(name)
+    rows = pa.table({"id": pa.array([r[0] for r in SECURE_ROWS], pa.int64()),
+                     "v": [r[1] for r in SECURE_ROWS]})
+    admin.create_table(f"{name}.t", rows.schema).append(rows)
+    return name
+
+
+def _admin(handle: SecureCatalogHandle) -> RestCatalog:
+    return RestCatalog("admin", uri=handle.uri, credential=handle.credential("admin"),
+                       **{"oauth2-server-uri": f"{handle.uri}/v1/oauth/tokens"})
+
+
+def _reads_the_secure_table(spark, catalog: str, namespace: str) -> None:
+    assert (namespace,) in _rows(spark, f"SHOW NAMESPACES IN {catalog}")
+    assert (namespace, "t", False) in _rows(spark, f"SHOW TABLES IN {catalog}.{namespace}")
+    assert sorted(_rows(spark, f"SELECT id, v FROM {catalog}.{namespace}.t")) == SECURE_ROWS
+
+
+def test_spark_with_a_credential_reads_and_writes(
+    spark, secure_catalog_server: SecureCatalogHandle, secure_namespace: str
+) -> None:
+    handle = secure_catalog_server
+    catalog = _secure_catalog(spark, handle, "auth_writer",
+                              credential=handle.credential("writer"))
+    _reads_the_secure_table(spark, catalog, secure_namespace)
+    name = f"{secure_namespace}.from_spark"
+    spark.sql(f"CREATE TABLE {catalog}.{name} (id BIGINT, v STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {catalog}.{name} VALUES (3, 'c'), (4, 'd')")
+    spark.sql(f"DELETE FROM {catalog}.{name} WHERE id = 3")
+    assert _read(_admin(handle), name) == [(4, "d")]
+
+
+def test_spark_with_a_token_reads(
+    spark, secure_catalog_server: SecureCatalogHandle, secure_namespace: str
+) -> None:
+    handle = secure_catalog_server
+    catalog = _secure_catalog(spark, handle, "auth_token", token=handle.token("reader"))
+    _reads_the_secure_table(spark, catalog, secure_namespace)
+
+
+def test_spark_as_a_reader_selects_but_may_not_insert(
+    spark, secure_catalog_server: SecureCatalogHandle, secure_namespace: str
+) -> None:
+    handle = secure_catalog_server
+    catalog = _secure_catalog(spark, handle, "auth_reader",
+                              credential=handle.credential("reader"))
+    _reads_the_secure_table(spark, catalog, secure_namespace)
+    forbidden = ("org.apache.iceberg.exceptions.ForbiddenException: Forbidden: "
+                 "Principal 'reader' may not commit table: it needs the writer role")
+    with pytest.raises(Py4JJavaError, match=re.escape(forbidden)):
+        spark.sql(f"INSERT INTO {catalog}.{secure_namespace}.t VALUES (9, 'z')")
+    assert _read(_admin(handle), f"{secure_namespace}.t") == SECURE_ROWS
+
+
+def test_spark_without_credentials_gets_401(
+    spark, secure_catalog_server: SecureCatalogHandle, secure_namespace: str
+) -> None:
+    catalog = _secure_catalog(spark, secure_catalog_server, "auth_anonymous")
+    unauthorized = ("org.apache.iceberg.exceptions.NotAuthorizedException: Not authorized: "
+                    "Authentication required: send a bearer token")
+    for sql in (f"SHOW NAMESPACES IN {catalog}", f"SELECT * FROM {catalog}.{secure_namespace}.t"):
+        with pytest.raises(Py4JJavaError, match=re.escape(unauthorized)):
+            spark.sql(sql).collect()

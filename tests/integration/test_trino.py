@@ -4,6 +4,10 @@ The pipeline keeps a grouped view of an Iceberg source and a view over that view
 three ticks of inserts and deletes; then a real Trino 476 (``tests/conftest_trino.py``), whose
 Iceberg catalog is the session's REST catalog, reads them. Trino's answers are compared with
 the pipeline's own full recompute and with what pyiceberg reads from the same snapshots.
+
+Trino also reads a table pyiceberg wrote in the secure test catalog, through its catalog
+``secure`` (OAuth2 client credentials of the ``reader`` client); its catalog
+``secure_anonymous``, without credentials, gets 401.
 """
 
 from __future__ import annotations
@@ -15,17 +19,26 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import trino
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
 from lakehouse.config import ViewConfig, parse_config
 from lakehouse.runtime import Runtime
 from tests.conftest import multiset
-from tests.conftest_catalog import CatalogServerHandle
-from tests.conftest_trino import TrinoServerHandle, catalog_properties, properties_text
+from tests.conftest_catalog import CatalogServerHandle, SecureCatalogHandle
+from tests.conftest_trino import (
+    ANONYMOUS_CATALOG,
+    SECURE_CATALOG,
+    TrinoServerHandle,
+    catalog_properties,
+    oauth2_properties,
+    properties_text,
+)
 
 CLIENTS_DOC = Path(__file__).parents[2] / "docs" / "clients.md"
 DOC_CATALOG_URI = "http://127.0.0.1:8181/iceberg"
+DOC_CREDENTIAL = "trino:<secret>"
 TOTALS_SQL = ("SELECT customer, COUNT(*) AS orders, SUM(amount) AS total, AVG(amount) AS mean "
               "FROM orders GROUP BY customer")
 BIG_SQL = "SELECT customer, total FROM totals WHERE total > 25"
@@ -165,3 +178,60 @@ def test_the_clients_doc_shows_the_catalog_properties_the_tests_use() -> None:
     doc = CLIENTS_DOC.read_text().splitlines()
     for line in properties_text(catalog_properties(DOC_CATALOG_URI)).splitlines():
         assert line in doc, f"docs/clients.md lacks the Trino catalog property line {line!r}"
+
+
+def test_the_clients_doc_shows_the_oauth2_properties_the_tests_use() -> None:
+    doc = CLIENTS_DOC.read_text().splitlines()
+    for line in properties_text(oauth2_properties(DOC_CATALOG_URI, DOC_CREDENTIAL)).splitlines():
+        assert line in doc, f"docs/clients.md lacks the Trino OAuth2 property line {line!r}"
+
+
+# --------------------------------------------------------------------- authentication
+
+
+@pytest.fixture(scope="module")
+def secure_table(secure_catalog_server: SecureCatalogHandle) -> tuple[str, pa.Table]:
+    """A namespace of the secure catalog and the rows of its table ``t``, written by pyiceberg."""
+    handle = secure_catalog_server
+    admin = RestCatalog("admin", uri=handle.uri, credential=handle.credential("admin"),
+                        **{"oauth2-server-uri": f"{handle.uri}/v1/oauth/tokens"})
+    namespace = f"trino_auth_{uuid.uuid4().hex[:8]}"
+    admin.create_namespace(namespace)
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]})
+    admin.create_table(f"{namespace}.t", rows.schema).append(rows)
+    return namespace, rows
+
+
+def test_trino_with_a_credential_lists_and_reads(
+    trino_server: TrinoServerHandle, secure_table: tuple[str, pa.Table],
+) -> None:
+    namespace, rows = secure_table
+    schemas = {row[0] for row in _query(trino_server, f"SHOW SCHEMAS FROM {SECURE_CATALOG}")}
+    assert namespace in schemas
+    tables = _query(trino_server, f"SHOW TABLES FROM {SECURE_CATALOG}.{namespace}")
+    assert tables == [["t"]]
+    selected = _query(trino_server, f"SELECT id, v FROM {SECURE_CATALOG}.{namespace}.t")
+    assert multiset(selected) == multiset(tuple(row.values()) for row in rows.to_pylist())
+
+
+def test_trino_without_credentials_gets_401(
+    trino_server: TrinoServerHandle, secure_table: tuple[str, pa.Table],
+) -> None:
+    namespace, _ = secure_table
+    for sql in (f"SHOW SCHEMAS FROM {ANONYMOUS_CATALOG}",
+                f"SELECT id FROM {ANONYMOUS_CATALOG}.{namespace}.t"):
+        with pytest.raises(trino.exceptions.TrinoQueryError) as refused:
+            _query(trino_server, sql)
+        assert refused.value.error_name == "ICEBERG_CATALOG_ERROR", sql
+        assert ("org.apache.iceberg.exceptions.NotAuthorizedException",
+                "Not authorized: Authentication required: send a bearer token"
+                ) in _causes(refused.value), sql
+
+
+def _causes(error: trino.exceptions.TrinoQueryError) -> list[tuple[str, str]]:
+    """The type and message of the Java exception Trino failed with and of each cause."""
+    causes, failure = [], error.failure_info
+    while failure:
+        causes.append((failure["type"], failure.get("message", "")))
+        failure = failure.get("cause")
+    return causes
