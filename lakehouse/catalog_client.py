@@ -98,7 +98,7 @@ def catalog_answers(uri: str) -> bool:
 def catalog_settings(config: Config) -> CatalogSettings:
     """The settings of the catalog this configuration serves (embedded, or ``serve``)."""
     return CatalogSettings(warehouse=config.warehouse_uri, database_url=config.database_url,
-                           auth=config.catalog.auth)
+                           auth=config.catalog.auth, s3=config.catalog.s3)
 
 
 def auth_config_error(error: AuthSetupError) -> ConfigError:

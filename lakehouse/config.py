@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from catalog_api.core.config import S3Settings
 from catalog_api.security import AuthSettings
 from ivm import DRIVER_READ_MAX_ROWS
 from lakehouse.errors import ConfigError
@@ -107,6 +108,10 @@ class CatalogConfig(_Strict):
             serve``, the embedded one); see ``docs/security.md``. Off, the service only
             listens on loopback.
         credential: The pipeline's own principal, required when ``auth`` is enabled.
+        s3: Object storage of an ``s3://`` warehouse as the catalog service uses it: its
+            endpoint and region, and whether it vends credentials and signs requests for
+            clients (scoped to each table's location and to the caller's role). The service's
+            own keys come from the standard AWS environment when ``access_key_id`` is unset.
     """
 
     embedded: bool = True
@@ -115,6 +120,7 @@ class CatalogConfig(_Strict):
     database_url: str | None = None
     auth: AuthSettings = Field(default_factory=AuthSettings)
     credential: CatalogCredential | None = None
+    s3: S3Settings | None = None
 
     @model_validator(mode="after")
     def _pipeline_principal(self) -> CatalogConfig:

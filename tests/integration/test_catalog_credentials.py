@@ -11,18 +11,20 @@ import json
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import httpx
 import pyarrow as pa
 import pytest
 from moto.server import ThreadedMotoServer
+from moto.sts.models import sts_backends
 from pyiceberg.catalog.rest import RestCatalog
 
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.core.config import S3Settings
 from catalog_api.credentials import session_policy, wants_vended_credentials
-from tests.conftest_catalog import CatalogServerHandle
+from tests.conftest_catalog import SECURE_PRINCIPALS, CatalogServerHandle, secure_settings
 
 BUCKET = "lake"
 REGION = "us-east-1"
@@ -218,3 +220,85 @@ def test_session_policy_is_scoped_to_the_table() -> None:
     assert objects["Resource"] == ["arn:aws:s3:::lake/wh/ns/t/*"]
     assert listing["Resource"] == ["arn:aws:s3:::lake"]
     assert listing["Condition"]["StringLike"]["s3:prefix"] == ["wh/ns/t", "wh/ns/t/*"]
+
+
+# --------------------------------------------------------------- scoped to the caller's role
+
+
+@pytest.fixture(scope="module")
+def secure_s3_catalog(
+    moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RunningServer, dict[str, str]]]:
+    """The S3 catalog with auth on (clients ``admin``, ``writer``, ``reader``) and vending."""
+    root = tmp_path_factory.mktemp("secure-s3")
+    settings, secrets = secure_settings(root, SECURE_PRINCIPALS)
+    s3 = S3Settings(endpoint=moto_endpoint, region=REGION, access_key_id=SERVER_KEY,
+                    secret_access_key=SERVER_SECRET, sts_endpoint=moto_endpoint,
+                    role_arn=ROLE_ARN, credentials_lifetime_s=900)
+    running = serve_in_thread(settings.model_copy(
+        update={"warehouse": f"s3://{BUCKET}/secure", "s3": s3,
+                "io_properties": s3.file_io_properties()}))
+    try:
+        yield running, secrets
+    finally:
+        running.stop()
+
+
+def _session_policy(access_key_id: str) -> dict[str, Any]:
+    """The session policy STS (the in-process moto) was given for these credentials."""
+    for account in sts_backends.values():
+        for backend in account.values():
+            role = backend.get_assumed_role_from_access_key(access_key_id)
+            if role is not None:
+                return dict(json.loads(role.policy))
+    raise AssertionError(f"no assumed role holds {access_key_id}")
+
+
+def test_vended_credentials_only_read_unless_the_caller_may_write(
+    secure_s3_catalog: tuple[RunningServer, dict[str, str]],
+) -> None:
+    running, secrets = secure_s3_catalog
+    admin = RestCatalog("a", uri=running.uri, credential=f"admin:{secrets['admin']}")
+    namespace = f"vend_{uuid.uuid4().hex[:6]}"
+    admin.create_namespace(namespace)
+    admin.create_table(f"{namespace}.t", schema=ARROW_SCHEMA)
+    actions = {}
+    for client in ("reader", "writer"):
+        answer = httpx.post(f"{running.uri}/v1/oauth/tokens", data={
+            "grant_type": "client_credentials", "client_id": client,
+            "client_secret": secrets[client]})
+        token = f"Bearer {answer.json()['access_token']}"
+        url = f"{running.uri}/v1/namespaces/{namespace}/tables/t"
+        loaded = httpx.get(url, headers={**DELEGATION, "Authorization": token}).json()
+        (credential,) = loaded["storage-credentials"]
+        listed = httpx.get(f"{url}/credentials", headers={"Authorization": token}).json()
+        assert listed["storage-credentials"][0]["config"]["s3.access-key-id"] == (
+            credential["config"]["s3.access-key-id"])
+        policy = _session_policy(credential["config"]["s3.access-key-id"])
+        objects = policy["Statement"][0]
+        assert objects["Resource"] == [f"arn:aws:s3:::{BUCKET}/secure/{namespace}/t/*"]
+        actions[client] = set(objects["Action"])
+    assert actions["reader"] == {"s3:GetObject"}
+    assert actions["writer"] >= {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+
+
+def test_without_a_role_credentials_come_from_a_federation_token(
+    moto_endpoint: str, tmp_path: Any, no_ambient_aws: None,
+) -> None:
+    settings = CatalogSettings(
+        warehouse=f"s3://{BUCKET}/federated", database_url=f"sqlite:///{tmp_path / 'c.db'}",
+        s3=S3Settings(endpoint=moto_endpoint, region=REGION, access_key_id=SERVER_KEY,
+                      secret_access_key=SERVER_SECRET, sts_endpoint=moto_endpoint))
+    running = serve_in_thread(settings)
+    try:
+        catalog = RestCatalog("c", uri=running.uri, **{"header.X-Iceberg-Access-Delegation":
+                                                       "vended-credentials"})
+        catalog.create_namespace("fed")
+        table = catalog.create_table("fed.t", schema=ARROW_SCHEMA)
+        table.append(pa.table({"id": [1], "name": ["a"]}, schema=ARROW_SCHEMA))
+        assert catalog.load_table("fed.t").scan().to_arrow().num_rows == 1
+        loaded = httpx.get(f"{running.uri}/v1/namespaces/fed/tables/t", headers=DELEGATION)
+        config = loaded.json()["storage-credentials"][0]["config"]
+        assert config["s3.session-token"] and config["s3.access-key-id"] != SERVER_KEY
+    finally:
+        running.stop()

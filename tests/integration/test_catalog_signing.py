@@ -32,7 +32,7 @@ from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.core.config import S3Settings
 from catalog_api.signing import wants_remote_signing
 from tests.benchmarks.common import free_port
-from tests.conftest_catalog import CatalogServerHandle
+from tests.conftest_catalog import SECURE_PRINCIPALS, CatalogServerHandle, secure_settings
 
 BUCKET, REGION = "lake", "us-east-1"
 SCHEMA = {"type": "struct", "schema-id": 0,
@@ -212,3 +212,46 @@ def test_sign_errors_on_unknown_tables_and_local_warehouses(
 def test_delegation_header_parsing() -> None:
     assert wants_remote_signing("vended-credentials, Remote-Signing")
     assert not wants_remote_signing("vended-credentials") and not wants_remote_signing(None)
+
+
+def test_a_reader_gets_reads_signed_and_writes_refused(
+    moto_with_auth: tuple[str, str, str], tmp_path_factory: Any
+) -> None:
+    endpoint, key, secret = moto_with_auth
+    settings, secrets = secure_settings(tmp_path_factory.mktemp("secure-signing"),
+                                        SECURE_PRINCIPALS)
+    s3 = S3Settings(endpoint=endpoint, region=REGION, access_key_id=key,
+                    secret_access_key=secret, vend_credentials=False)
+    running = serve_in_thread(settings.model_copy(update={
+        "warehouse": f"s3://{BUCKET}/secure", "s3": s3,
+        "io_properties": s3.file_io_properties()}))
+    try:
+        def bearer(client: str) -> dict[str, str]:
+            token = httpx.post(f"{running.uri}/v1/oauth/tokens", data={
+                "grant_type": "client_credentials", "client_id": client,
+                "client_secret": secrets[client]}).json()["access_token"]
+            return {"Authorization": f"Bearer {token}"}
+
+        base = f"{running.uri}/v1/namespaces"
+        httpx.post(base, json={"namespace": ["s"]}, headers=bearer("admin")).raise_for_status()
+        created = httpx.post(f"{base}/s/tables", json={"name": "t", "schema": SCHEMA},
+                             headers=bearer("admin"))
+        location = created.json()["metadata"]["location"].removeprefix(f"s3://{BUCKET}/")
+        uri = f"{endpoint}/{BUCKET}/{location}/data/by-writer.txt"
+
+        def sign(client: str, method: str) -> httpx.Response:
+            body = {"region": REGION, "uri": uri, "method": method, "headers": {}}
+            return httpx.post(f"{base}/s/tables/t/sign", json=body, headers=bearer(client))
+
+        assert httpx.put(uri, headers=_headers(sign("writer", "PUT")),
+                         content=b"x").status_code == 200
+        got = httpx.get(uri, headers=_headers(sign("reader", "GET")))
+        assert got.status_code == 200 and got.content == b"x"
+        for method in ("PUT", "DELETE", "POST"):
+            refused = sign("reader", method)
+            assert refused.status_code == 403, method
+            assert "writer role" in refused.json()["error"]["message"]
+        assert httpx.post(f"{base}/s/tables/t/sign", json={
+            "region": REGION, "uri": uri, "method": "GET", "headers": {}}).status_code == 401
+    finally:
+        running.stop()

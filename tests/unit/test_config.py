@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse.catalog_client import catalog_settings
 from lakehouse.config import load_config, parse_config
 from lakehouse.errors import ConfigError
 
@@ -83,3 +84,24 @@ def test_a_bad_source_is_reported_under_its_own_kind(source: dict, where: str) -
     assert raised.value.key == where
     if where == "sources.f":
         assert "one of the keys iceberg, delta or view" in str(raised.value)
+
+
+def test_catalog_auth_and_storage_reach_the_served_catalog(tmp_path: Path) -> None:
+    config = parse_config({
+        "warehouse": "s3://lake/wh",
+        "catalog": {
+            "database_url": "sqlite:///c.db",
+            "auth": {"enabled": True, "clients": {"pipeline": {"secret_env": "S"}},
+                     "grants": {"pipeline": [{"role": "admin"}],
+                                "bi": [{"role": "reader", "namespace": "views"}]}},
+            "credential": {"client_id": "pipeline", "secret_env": "S"},
+            "s3": {"endpoint": "http://127.0.0.1:9000", "role_arn": "arn:aws:iam::1:role/r",
+                   "remote_signing": False},
+        },
+    })
+    settings = catalog_settings(config)
+    assert settings.auth.enabled and settings.auth.grants_of("bi")[0].namespace == ("views",)
+    assert settings.s3 is not None and settings.s3.role_arn == "arn:aws:iam::1:role/r"
+    assert not settings.s3.remote_signing and settings.s3.vend_credentials
+    with pytest.raises(ConfigError, match="catalog.s3.credentials_lifetime_s"):
+        parse_config({"catalog": {"s3": {"credentials_lifetime_s": 60}}})
