@@ -19,6 +19,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
+from catalog_api.core.config import S3Settings
 from catalog_api.security import AuthSettings, ClientSettings, GrantSettings
 from catalog_api.security.settings import LockoutSettings
 
@@ -103,16 +104,27 @@ class SecureCatalogHandle:
 
     def token(self, client: str) -> str:
         """A fresh bearer token of a client from the token endpoint."""
-        response = httpx.post(f"{self.uri}/v1/oauth/tokens", data={
-            "grant_type": "client_credentials", "client_id": client,
-            "client_secret": self.secrets[client], "scope": "catalog"})
-        response.raise_for_status()
-        token: str = response.json()["access_token"]
-        return token
+        return fetch_token(self.uri, client, self.secrets[client])
 
     def headers(self, client: str) -> dict[str, str]:
         """The ``Authorization`` header of a client."""
         return {"Authorization": f"Bearer {self.token(client)}"}
+
+
+def fetch_token(uri: str, client: str, secret: str) -> str:
+    """A bearer token from the catalog's token endpoint (client credentials)."""
+    response = httpx.post(f"{uri}/v1/oauth/tokens", data={
+        "grant_type": "client_credentials", "client_id": client, "client_secret": secret,
+        "scope": "catalog"})
+    response.raise_for_status()
+    token: str = response.json()["access_token"]
+    return token
+
+
+def on_s3(settings: CatalogSettings, warehouse: str, s3: S3Settings) -> CatalogSettings:
+    """``settings`` with an ``s3://`` warehouse and the server's storage settings."""
+    return settings.model_copy(update={"warehouse": warehouse, "s3": s3,
+                                       "io_properties": s3.file_io_properties()})
 
 
 def secure_settings(root: Path, principals: dict[str, tuple[str, str | None]],

@@ -9,9 +9,6 @@ never gets a 5xx. Each test is one escape or leak found against ``lakehouse serv
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +28,8 @@ from catalog_api.core.config import S3Settings, local_path
 from catalog_api.errors import ForbiddenError
 from catalog_api.models import RemoteSignBody
 from catalog_api.signing import RemoteSigner
-from tests.benchmarks.common import free_port
 from tests.conftest_catalog import CatalogServerHandle
+from tests.moto_process import moto_process
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 SCHEMA = {"type": "struct", "schema-id": 0,
@@ -413,35 +410,15 @@ def test_bad_bodies_are_400_not_500(
 # ------------------------------------------------------------------------------- signing
 
 
-def _wait(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError("moto did not start")
-
-
 @pytest.fixture(scope="module")
 def moto_s3() -> Iterator[str]:
     """A moto S3 server (own process) with the buckets ``lake`` and ``other``."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                                "-p", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        _wait(endpoint + "/moto-api/", process)
+    with moto_process() as endpoint:
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
                           aws_access_key_id="k", aws_secret_access_key="s")
         for bucket in (BUCKET, OTHER_BUCKET):
             s3.create_bucket(Bucket=bucket)
         yield endpoint
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 @pytest.fixture(scope="module")

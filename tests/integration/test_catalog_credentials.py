@@ -24,7 +24,13 @@ from pyiceberg.catalog.rest import RestCatalog
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.core.config import S3Settings
 from catalog_api.credentials import session_policy, wants_vended_credentials
-from tests.conftest_catalog import SECURE_PRINCIPALS, CatalogServerHandle, secure_settings
+from tests.conftest_catalog import (
+    SECURE_PRINCIPALS,
+    CatalogServerHandle,
+    fetch_token,
+    on_s3,
+    secure_settings,
+)
 
 BUCKET = "lake"
 REGION = "us-east-1"
@@ -235,9 +241,7 @@ def secure_s3_catalog(
     s3 = S3Settings(endpoint=moto_endpoint, region=REGION, access_key_id=SERVER_KEY,
                     secret_access_key=SERVER_SECRET, sts_endpoint=moto_endpoint,
                     role_arn=ROLE_ARN, credentials_lifetime_s=900)
-    running = serve_in_thread(settings.model_copy(
-        update={"warehouse": f"s3://{BUCKET}/secure", "s3": s3,
-                "io_properties": s3.file_io_properties()}))
+    running = serve_in_thread(on_s3(settings, f"s3://{BUCKET}/secure", s3))
     try:
         yield running, secrets
     finally:
@@ -264,10 +268,7 @@ def test_vended_credentials_only_read_unless_the_caller_may_write(
     admin.create_table(f"{namespace}.t", schema=ARROW_SCHEMA)
     actions = {}
     for client in ("reader", "writer"):
-        answer = httpx.post(f"{running.uri}/v1/oauth/tokens", data={
-            "grant_type": "client_credentials", "client_id": client,
-            "client_secret": secrets[client]})
-        token = f"Bearer {answer.json()['access_token']}"
+        token = f"Bearer {fetch_token(running.uri, client, secrets[client])}"
         url = f"{running.uri}/v1/namespaces/{namespace}/tables/t"
         loaded = httpx.get(url, headers={**DELEGATION, "Authorization": token}).json()
         (credential,) = loaded["storage-credentials"]

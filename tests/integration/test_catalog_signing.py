@@ -12,9 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -31,8 +28,14 @@ from pyiceberg.catalog.rest import RestCatalog
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.core.config import S3Settings
 from catalog_api.signing import wants_remote_signing
-from tests.benchmarks.common import free_port
-from tests.conftest_catalog import SECURE_PRINCIPALS, CatalogServerHandle, secure_settings
+from tests.conftest_catalog import (
+    SECURE_PRINCIPALS,
+    CatalogServerHandle,
+    fetch_token,
+    on_s3,
+    secure_settings,
+)
+from tests.moto_process import moto_process
 
 BUCKET, REGION = "lake", "us-east-1"
 SCHEMA = {"type": "struct", "schema-id": 0,
@@ -42,27 +45,10 @@ ALLOW_S3 = {"Version": "2012-10-17",
             "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
 
 
-def _wait(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError("moto did not start")
-
-
 @pytest.fixture(scope="module")
 def moto_with_auth() -> Iterator[tuple[str, str, str]]:
     """A moto server (own process) enforcing SigV4; yields endpoint, access key, secret."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                                "-p", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        _wait(endpoint + "/moto-api/", process)
+    with moto_process() as endpoint:
         setup = {"endpoint_url": endpoint, "region_name": REGION,
                  "aws_access_key_id": "setup", "aws_secret_access_key": "setup"}
         iam = boto3.client("iam", **setup)
@@ -73,9 +59,6 @@ def moto_with_auth() -> Iterator[tuple[str, str, str]]:
         boto3.client("s3", **setup).create_bucket(Bucket=BUCKET)
         httpx.post(f"{endpoint}/moto-api/reset-auth", content=b"0").raise_for_status()
         yield endpoint, key["AccessKeyId"], key["SecretAccessKey"]
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -222,15 +205,10 @@ def test_a_reader_gets_reads_signed_and_writes_refused(
                                         SECURE_PRINCIPALS)
     s3 = S3Settings(endpoint=endpoint, region=REGION, access_key_id=key,
                     secret_access_key=secret, vend_credentials=False)
-    running = serve_in_thread(settings.model_copy(update={
-        "warehouse": f"s3://{BUCKET}/secure", "s3": s3,
-        "io_properties": s3.file_io_properties()}))
+    running = serve_in_thread(on_s3(settings, f"s3://{BUCKET}/secure", s3))
     try:
         def bearer(client: str) -> dict[str, str]:
-            token = httpx.post(f"{running.uri}/v1/oauth/tokens", data={
-                "grant_type": "client_credentials", "client_id": client,
-                "client_secret": secrets[client]}).json()["access_token"]
-            return {"Authorization": f"Bearer {token}"}
+            return {"Authorization": f"Bearer {fetch_token(running.uri, client, secrets[client])}"}
 
         base = f"{running.uri}/v1/namespaces"
         httpx.post(base, json={"namespace": ["s"]}, headers=bearer("admin")).raise_for_status()
