@@ -32,6 +32,27 @@ DESCRIPTION = (
 )
 
 
+def _add_middlewares(app: FastAPI, settings: CatalogSettings) -> None:
+    """Wrap the app in its middlewares; the last added runs first.
+
+    Innermost first: idempotency, body size, the loadTable fast path, authentication, and
+    outermost the ``{prefix}`` mapping.
+    """
+    store: CatalogStore = app.state.store
+    idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
+    app.add_middleware(IdempotencyMiddleware, store=idempotency)
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        LoadTableFastPath,
+        store=store,
+        delegations=(app.state.credential_vendor, app.state.remote_signer),
+        separator=settings.decoded_namespace_separator,
+    )
+    app.add_middleware(AuthenticationMiddleware, authenticator=app.state.authenticator)
+    prefixes = frozenset({settings.catalog_name}) if route_prefix(settings.catalog_name) else None
+    app.add_middleware(PrefixMiddleware, prefixes=prefixes or frozenset())
+
+
 def create_app(settings: CatalogSettings) -> FastAPI:
     """Build the catalog application.
 
@@ -86,18 +107,7 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     app.state.remote_signer = RemoteSigner(settings)
     app.state.authenticator = authenticator
     install_error_handlers(app)
-    idempotency = IdempotencyStore(store.catalog.engine, settings.idempotency_key_lifetime)
-    app.add_middleware(IdempotencyMiddleware, store=idempotency)
-    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
-    app.add_middleware(
-        LoadTableFastPath,
-        store=store,
-        delegations=(app.state.credential_vendor, app.state.remote_signer),
-        separator=settings.decoded_namespace_separator,
-    )
-    app.add_middleware(AuthenticationMiddleware, authenticator=authenticator)
-    prefixes = frozenset({settings.catalog_name}) if route_prefix(settings.catalog_name) else None
-    app.add_middleware(PrefixMiddleware, prefixes=prefixes or frozenset())
+    _add_middlewares(app, settings)
     app.include_router(api_router, prefix=API_PREFIX)
 
     @app.get("/healthz", tags=["Health"], summary="Liveness probe")

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request
 from pyiceberg.typedef import Identifier
 
+from catalog_api.errors import NotAuthorizedError
 from catalog_api.metrics_store import MetricsStore
 from catalog_api.security import PRINCIPAL, Principal, Role
 from catalog_api.security.roles import anonymous_admin
@@ -75,9 +76,18 @@ async def parent_query(
 
 
 async def get_principal(request: Request) -> Principal:
-    """The caller, as ``AuthenticationMiddleware`` recorded it (anonymous admin without it)."""
+    """The caller, as ``AuthenticationMiddleware`` recorded it.
+
+    Raises:
+        NotAuthorizedError: No caller is recorded while authentication is on (a route the
+            middleware let through as public must not ask for one).
+    """
     principal: Principal | None = getattr(request.state, PRINCIPAL, None)
-    return principal if principal is not None else anonymous_admin()
+    if principal is not None:
+        return principal
+    if request.app.state.authenticator.enabled:
+        raise NotAuthorizedError("Authentication required: send a bearer token")
+    return anonymous_admin()
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -106,7 +116,6 @@ def namespace_with_role(role: Role) -> object:
 
 StoreDep = Annotated[CatalogStore, Depends(get_store)]
 MetricsDep = Annotated[MetricsStore, Depends(get_metrics)]
-NamespaceDep = Annotated[Identifier, Depends(namespace_path)]
 #: The path's namespace, on which the caller holds at least the reader role.
 ReadableNamespace = Annotated[Identifier, namespace_with_role(Role.READER)]
 #: The path's namespace, on which the caller holds at least the writer role.

@@ -12,7 +12,8 @@ other tables. The rules, all answered with 400 ``BadRequestException`` (the spec
   the location of another table, view or generic table (:func:`check_no_overlap`);
 - the files of a table (metadata files, manifest lists, manifests, data and delete files,
   statistics) lie inside the table's own prefixes: its location and its write path
-  properties (:func:`table_roots`, :func:`check_inside`).
+  properties, which themselves lie inside the location (:func:`table_roots`,
+  :func:`check_inside`).
 
 Locations are compared as the FileIO reads them: local paths after resolving ``..`` and
 symbolic links (both as written and percent-decoded, since ``file:`` URIs reach pyarrow
@@ -54,11 +55,17 @@ _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "": "file"}
 Parts = tuple[str, str, tuple[str, ...]]
 
 
-def _local_views(location: str) -> list[Parts]:
+def _local_views(location: str) -> list[Parts] | None:
+    """The readings of a local location; None for a relative one (``~`` included).
+
+    The FileIO would resolve a relative path against the server's working directory.
+    """
     paths = [local_path(location)]
     if urlparse(location).scheme == "file":  # pyarrow opens the path as written
         paths.append(Path(urlparse(location).path))
-    return [("file", "", path.expanduser().resolve().parts) for path in paths]
+    if not all(path.is_absolute() for path in paths):
+        return None
+    return [("file", "", path.resolve().parts) for path in paths]
 
 
 def _views(location: str) -> list[Parts] | None:
@@ -172,15 +179,26 @@ def check_table_location(
     return location
 
 
-def check_properties(settings: CatalogSettings, properties: Mapping[str, str]) -> None:
+def check_properties(
+    settings: CatalogSettings, properties: Mapping[str, str], location: str | None = None
+) -> None:
     """Check the location-valued table properties (``write.data.path``, ...).
 
+    Args:
+        settings: Service settings (the warehouse and allowed roots).
+        properties: Table properties.
+        location: The table's location, once known: each write path must lie inside it, so
+            that a table never writes into, nor claims the files of, another table.
+
     Raises:
-        BadRequestError: If one of them points outside the allowed roots.
+        BadRequestError: If one of them points outside the allowed roots, or outside the
+            table's location.
     """
     for key in LOCATION_PROPERTIES:
         if properties.get(key):
             check_location(settings, properties[key], f"Property {key}")
+            if location is not None:
+                check_inside((location,), [properties[key]], f"Property {key}")
 
 
 def check_updates(settings: CatalogSettings, updates: Iterable[object]) -> None:
@@ -246,7 +264,7 @@ def check_table_metadata(
         BadRequestError: If a location breaks a rule.
     """
     check_table_location(settings, metadata.location)
-    check_properties(settings, metadata.properties)
+    check_properties(settings, metadata.properties, metadata.location)
     roots = table_roots(metadata.location, metadata.properties)
     check_inside(roots, [metadata_location], "Metadata file")
     check_inside(roots, (snap.manifest_list for snap in metadata.snapshots), "Manifest list")

@@ -21,11 +21,18 @@ from pydantic import (
 )
 from pyiceberg.catalog.rest import CreateTableRequest, RegisterTableRequest
 from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
 from pyiceberg.table import TableIdentifier
 from pyiceberg.table.sorting import SortOrder
-from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.table.update import AddSchemaUpdate, TableRequirement, TableUpdate
 from pyiceberg.typedef import IcebergBaseModel, Identifier
-from pyiceberg.types import transform_dict_value_to_str
+from pyiceberg.types import (
+    IcebergType,
+    ListType,
+    MapType,
+    StructType,
+    transform_dict_value_to_str,
+)
 
 #: Namespace properties: the spec types them ``additionalProperties: {type: string}``.
 StringProperties = dict[str, str]
@@ -65,6 +72,47 @@ def string_properties(properties: Any) -> dict[str, str]:
     return transform_dict_value_to_str(properties)
 
 
+def _rebuildable(field_type: IcebergType) -> bool:
+    """Whether pyiceberg's schema visitors can rebuild ``field_type``.
+
+    ``ListType.__init__`` takes its element as ``element or data["element_type"]``, and an
+    empty struct is falsy (``StructType.__len__``): a list of an empty struct, at any depth,
+    cannot be rebuilt (``KeyError: 'element_type'``), as ``new_table_metadata`` does to
+    assign fresh field ids.
+    """
+    if isinstance(field_type, ListType):
+        element = field_type.element_type
+        empty = isinstance(element, StructType) and not element.fields
+        return not empty and _rebuildable(element)
+    if isinstance(field_type, MapType):
+        return _rebuildable(field_type.key_type) and _rebuildable(field_type.value_type)
+    if isinstance(field_type, StructType):
+        return all(_rebuildable(field.field_type) for field in field_type.fields)
+    return True
+
+
+def supported_schema(schema: Schema) -> Schema:
+    """Refuse a table schema the catalog cannot process (a 400, not a 500 later).
+
+    Raises:
+        ValueError: The schema has a list whose element is an empty struct.
+    """
+    if not _rebuildable(schema.as_struct()):
+        raise ValueError("a list whose element is an empty struct is not supported")
+    return schema
+
+
+def _supported_updates(updates: tuple[TableUpdate, ...]) -> tuple[TableUpdate, ...]:
+    for update in updates:
+        if isinstance(update, AddSchemaUpdate):
+            supported_schema(update.schema_)
+    return updates
+
+
+#: A table commit's updates, whose added schemas the catalog can process.
+TableUpdates = Annotated[tuple[TableUpdate, ...], AfterValidator(_supported_updates)]
+
+
 class RequestBody(IcebergBaseModel):
     """Base of request bodies: a value pyiceberg cannot type is a 400, not a 500.
 
@@ -96,6 +144,11 @@ class CreateTableBody(CreateTableRequest, RequestBody):
         """Replace pyiceberg's validator of the same name: a non-object is a 400."""
         return string_properties(properties)
 
+    @field_validator("table_schema")
+    @classmethod
+    def _supported_schema(cls, schema: Schema) -> Schema:
+        return supported_schema(schema)
+
 
 class RegisterTableBody(RegisterTableRequest):
     """``RegisterTableRequest`` whose ``overwrite`` flag defaults to false."""
@@ -108,7 +161,7 @@ class UpdateTableBody(RequestBody):
 
     identifier: TableIdentifier | None = None
     requirements: tuple[TableRequirement, ...] = Field(default_factory=tuple)
-    updates: tuple[TableUpdate, ...] = Field(default_factory=tuple)
+    updates: TableUpdates = Field(default_factory=tuple)
 
 
 class TableChange(IcebergBaseModel):
@@ -116,7 +169,7 @@ class TableChange(IcebergBaseModel):
 
     identifier: TableIdentifier
     requirements: tuple[TableRequirement, ...] = Field(default_factory=tuple)
-    updates: tuple[TableUpdate, ...] = Field(default_factory=tuple)
+    updates: TableUpdates = Field(default_factory=tuple)
 
 
 class CommitTransactionBody(RequestBody):

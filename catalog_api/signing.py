@@ -44,6 +44,19 @@ _PAYLOAD_HASH = re.compile(r"^([0-9a-f]{64}|UNSIGNED-PAYLOAD|STREAMING-[A-Z0-9-]
 #: Hosts of AWS's S3 service itself (no bucket in them): ``s3.amazonaws.com``,
 #: ``s3.<region>.amazonaws.com``, ``s3-<region>.amazonaws.com``, ``s3.dualstack...``.
 _AWS_S3_HOST = re.compile(r"^s3([.-][a-z0-9-]+)*\.amazonaws\.com(\.cn)?(:443)?$")
+#: Query parameters of the requests a table's reader or writer makes: object reads and
+#: writes, multipart uploads, listings, ``DeleteObjects``, ``GetBucketLocation``, and the
+#: AWS SDK's ``x-id``. Any other sub-resource (``?acl``, ``?policy``, ``?tagging``...)
+#: changes more than the table's data and is not signed.
+_ALLOWED_QUERY = frozenset({
+    "uploads", "uploadId", "partNumber", "versionId", "x-id", "list-type", "prefix",
+    "delimiter", "continuation-token", "start-after", "max-keys", "encoding-type",
+    "fetch-owner", "marker", "delete", "location",
+})
+#: Request headers that would make S3 read another object (``x-amz-copy-source``: checked
+#: like the request's own key) or change who may access one (never signed).
+_COPY_SOURCE = "x-amz-copy-source"
+_ACCESS_HEADERS = ("x-amz-acl", "x-amz-grant-")
 
 
 def wants_remote_signing(header: str | None) -> bool:
@@ -156,6 +169,7 @@ class RemoteSigner:
             raise ForbiddenError("Not signing for a table outside the warehouse")
         key = _object_key(request.uri, location.netloc, self.s3.endpoint)
         _check_scope(request, key, location.path.strip("/"))
+        _check_headers(request, location.netloc, location.path.strip("/"))
         return {"uri": request.uri, "headers": self._signed_headers(request)}
 
     def _signed_headers(self, request: RemoteSignBody) -> dict[str, list[str]]:
@@ -223,13 +237,35 @@ def _inside(key: str, table_path: str) -> bool:
     return key == table_path or key.startswith(f"{table_path}/")
 
 
+def _check_headers(request: RemoteSignBody, bucket: str, table_path: str) -> None:
+    """Refuse a copy from outside the table and any change of access rights.
+
+    Raises:
+        ForbiddenError: If ``x-amz-copy-source`` names an object outside the table, or an
+            ``x-amz-acl``/``x-amz-grant-*`` header is present.
+    """
+    for name, values in request.headers.items():
+        lowered = name.lower()
+        if lowered.startswith(_ACCESS_HEADERS):
+            raise ForbiddenError(f"Not signing a request that sets access rights ({name})")
+        if lowered == _COPY_SOURCE:
+            source = unquote(urlsplit(values[0] if values else "").path).lstrip("/")
+            source_bucket, _, source_key = source.partition("/")
+            if source_bucket != bucket or not _inside(source_key, table_path):
+                raise ForbiddenError(f"Not signing a copy from outside the table ({name})")
+
+
 def _check_scope(request: RemoteSignBody, key: str, table_path: str) -> None:
     """Allow object requests under the table, and bucket requests confined to it.
 
     Raises:
-        ForbiddenError: If the request reaches outside the table's location.
+        ForbiddenError: If the request reaches outside the table's location, or names a
+            sub-resource other than those of :data:`_ALLOWED_QUERY`.
     """
     query = parse_qs(urlsplit(request.uri).query, keep_blank_values=True)
+    unknown = sorted(set(query) - _ALLOWED_QUERY)
+    if unknown:
+        raise ForbiddenError(f"Not signing a request for the sub-resource {unknown[0]!r}")
     if key:
         allowed = _inside(key, table_path)
     elif request.method == "POST" and "delete" in query:  # DeleteObjects: keys in the body

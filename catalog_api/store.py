@@ -260,7 +260,7 @@ class CatalogStore:
         location = (request.location or "").rstrip("/")
         location = location or self.default_table_location(namespace, request.name)
         check_table_location(self.settings, location, "Table location")
-        check_properties(self.settings, request.properties)
+        check_properties(self.settings, request.properties, location)
         spec = request.partition_spec or UNPARTITIONED_PARTITION_SPEC
         order = request.write_order or UNSORTED_SORT_ORDER
         try:
@@ -569,7 +569,7 @@ class CatalogStore:
         """
         metadata = plan.staged.metadata
         check_table_location(self.settings, metadata.location)
-        check_properties(self.settings, metadata.properties)
+        check_properties(self.settings, metadata.properties, metadata.location)
         if plan.base is None or plan.base.metadata.location != metadata.location:
             others = self.entity_locations(plan.identifier)
             check_no_overlap(metadata.location, others, "Table location")

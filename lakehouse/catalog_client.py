@@ -124,8 +124,9 @@ def register_delta_copy(catalog_uri: str, view: str, location: str,
                         credential: str | None = None) -> None:
     """List a view's Delta copy in the catalog as a Polaris generic table (format delta).
 
-    An existing entry is kept. Raises ``httpx.HTTPStatusError`` on any other refusal, and
-    :class:`CatalogUnavailableError` when ``credential`` gets no token.
+    An existing entry is kept. Raises ``httpx.HTTPStatusError`` on any other refusal,
+    :class:`CatalogAccessError` when the catalog refuses ``credential`` a token, and
+    :class:`CatalogUnavailableError` when its token endpoint does not answer.
     """
     headers = {}
     if credential is not None:

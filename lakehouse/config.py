@@ -6,7 +6,6 @@ that names the key path and what is expected, before anything starts.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -25,7 +24,7 @@ from pydantic import (
 )
 
 from catalog_api.core.config import S3Settings
-from catalog_api.security import AuthSettings
+from catalog_api.security import AuthSettings, SecretSource
 from ivm import DRIVER_READ_MAX_ROWS
 from lakehouse.errors import ConfigError
 from lakehouse.memory import memory_limit_bytes
@@ -53,18 +52,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class CatalogCredential(_Strict):
+class CatalogCredential(SecretSource):
     """The pipeline's own principal at the catalog: an OAuth2 client id and its secret.
+
+    The secret comes from ``secret_env`` or ``secret_file`` (exactly one), read as the
+    catalog reads its clients' secrets (:class:`catalog_api.security.SecretSource`).
 
     Attributes:
         client_id: The client id (a key of ``catalog.auth.clients`` for the embedded one).
-        secret_env: Environment variable holding the secret.
-        secret_file: File holding the secret.
     """
 
     client_id: str = Field(min_length=1)
-    secret_env: str | None = None
-    secret_file: Path | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> CatalogCredential:
@@ -77,20 +75,13 @@ class CatalogCredential(_Strict):
 
         Raises:
             ConfigError: The variable is unset or the file unreadable (key
-                ``catalog.credential``).
+                ``catalog.credential.secret_env`` or ``.secret_file``).
         """
-        if self.secret_env is not None:
-            secret = os.environ.get(self.secret_env, "")
-            if not secret:
-                raise ConfigError(f"environment variable {self.secret_env} is unset or empty",
-                                  key="catalog.credential.secret_env")
-        else:
-            assert self.secret_file is not None
-            try:
-                secret = self.secret_file.expanduser().read_text().strip()
-            except OSError as error:
-                raise ConfigError(f"cannot read {self.secret_file}: {error.strerror}",
-                                  key="catalog.credential.secret_file") from None
+        source = "secret_env" if self.secret_env is not None else "secret_file"
+        try:
+            secret = self.read_secret()
+        except ValueError as error:
+            raise ConfigError(str(error), key=f"catalog.credential.{source}") from None
         return f"{self.client_id}:{secret}"
 
 
@@ -411,8 +402,23 @@ def parse_config(data: object, *, base_dir: Path | None = None) -> Config:
         if loc[:1] == ["sources"] and len(loc) > 3 and loc[2] in SOURCE_KINDS:
             del loc[2]  # the kind's tag, not a key of the document
         key = ".".join(str(part) for part in loc)
-        raise ConfigError(f"{first['msg']} (got {first.get('input')!r})", key=key) from None
+        raise ConfigError(f"{first['msg']}{_shown_input(key, first.get('input'))}",
+                          key=key) from None
     return _resolved(config, base_dir) if base_dir is not None else config
+
+
+_SECRET_KEYS = re.compile(r"secret|password|token|key|credential", re.IGNORECASE)
+
+
+def _shown_input(key: str, value: object) -> str:
+    """`` (got <value>)`` for an error message: scalars only, and never a secret's value.
+
+    A model-level error's input is a whole section (``catalog``, say), which may hold
+    secrets; so are keys such as ``secret_access_key``.
+    """
+    if isinstance(value, dict | list) or _SECRET_KEYS.search(key):
+        return ""
+    return f" (got {value!r})"
 
 
 def load_config(path: Path) -> Config:

@@ -57,8 +57,9 @@ class S3Settings(BaseModel):
         secret_access_key: Secret of ``access_key_id``.
         session_token: Session token of the server's own credentials, if temporary.
         sts_endpoint: STS endpoint URL used for vending; AWS's regional one when unset.
-        role_arn: Role assumed (STS AssumeRole) to vend credentials scoped to one table's
-            location; without it STS GetSessionToken vends the server's own rights.
+        role_arn: Role assumed (STS AssumeRole) to vend credentials; without it STS
+            GetFederationToken vends them. Either way a session policy scopes them to one
+            table's location, and to reading unless the caller may write the table.
         credentials_lifetime_s: Lifetime of vended credentials (STS allows 900-43200 s).
         vend_credentials: Answer ``X-Iceberg-Access-Delegation: vended-credentials``.
         remote_signing: Answer ``X-Iceberg-Access-Delegation: remote-signing`` and sign

@@ -9,7 +9,13 @@ roles (reader, writer, admin) per namespace, inherited by child namespaces. See
 from catalog_api.security.authenticator import Authenticator, AuthSetupError
 from catalog_api.security.middleware import PRINCIPAL, AuthenticationMiddleware
 from catalog_api.security.roles import Grant, Principal, Role
-from catalog_api.security.settings import AuthSettings, ClientSettings, GrantSettings, OidcSettings
+from catalog_api.security.settings import (
+    AuthSettings,
+    ClientSettings,
+    GrantSettings,
+    OidcSettings,
+    SecretSource,
+)
 
 __all__ = [
     "PRINCIPAL",
@@ -23,4 +29,5 @@ __all__ = [
     "OidcSettings",
     "Principal",
     "Role",
+    "SecretSource",
 ]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 
+import anyio
 import anyio.to_thread
 from argon2 import PasswordHasher
 from argon2.exceptions import VerificationError
 from cachetools import TTLCache
 
-from catalog_api.errors import NotAuthorizedError
+from catalog_api.errors import CatalogError, NotAuthorizedError
 from catalog_api.security.lockout import FailureLockout
 from catalog_api.security.roles import Principal, anonymous_admin
 from catalog_api.security.settings import AuthSettings
@@ -30,9 +31,12 @@ BEARER = "bearer"
 #: Verified tokens remembered, and for how long at most (a token is also dropped at expiry).
 TOKEN_CACHE_SIZE = 10_000
 TOKEN_CACHE_TTL_S = 60.0
+#: Argon2 checks run at once (each takes about 64 MiB and 50 ms of a core); more requests
+#: wait, so that guesses cannot exhaust memory or race past the lockout.
+MAX_CONCURRENT_SECRET_CHECKS = 2
 
 
-class AuthSetupError(ValueError):
+class AuthSetupError(CatalogError):
     """The auth settings cannot be used: a client's secret or the token key is unreadable.
 
     Attributes:
@@ -69,13 +73,14 @@ class Authenticator:
         self._hasher = PasswordHasher()
         self._hashes = {client: self._hash_of(client) for client in settings.clients}
         self._unknown_client_hash = self._hasher.hash("no such client")
+        self.secret_checks = anyio.Semaphore(MAX_CONCURRENT_SECRET_CHECKS)
         self._verified: TTLCache[str, VerifiedToken] = TTLCache(TOKEN_CACHE_SIZE,
                                                                 TOKEN_CACHE_TTL_S)
 
     def _hash_of(self, client: str) -> str:
         entry = self.settings.clients[client]
         try:
-            secret = entry.secret()
+            secret = entry.read_secret()
         except ValueError as error:
             raise AuthSetupError(f"auth.clients.{client}", str(error)) from None
         if secret is None:
@@ -128,5 +133,8 @@ class Authenticator:
         if issuer == ISSUER:
             return self.issuer.verify(token)
         if self.oidc is not None and issuer == self.oidc.settings.issuer:
-            return self.oidc.verify(token)
+            verified = self.oidc.verify(token)
+            if verified.subject in self.settings.clients:
+                raise NotAuthorizedError("The token's subject is the name of a client")
+            return verified
         raise NotAuthorizedError("Invalid token: unknown issuer")

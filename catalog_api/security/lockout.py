@@ -1,10 +1,12 @@
 """Throttling of wrong client secrets at the token endpoint (moving windows from ``limits``).
 
-Every wrong secret counts against the client id it named and against the caller's address.
-Once either has ``max_failures`` failures within ``window_s`` seconds, the token endpoint
-answers 429 with ``Retry-After`` (RFC 6585) without checking the secret, until the oldest
-failure leaves the window. A right secret does not clear the count: a guesser that also holds
-one valid secret gains nothing.
+Every wrong secret counts against the caller's address, and against the pair of that
+address and the client id it named. Once either has ``max_failures`` failures within
+``window_s`` seconds, the token endpoint answers 429 with ``Retry-After`` (RFC 6585) without
+checking the secret, until the oldest failure leaves the window. Keying on the address keeps
+a stranger from locking a client out everywhere by guessing its secret; the per-address
+count bounds the guesses one address makes across client ids. A right secret does not clear
+the count: a guesser that also holds one valid secret gains nothing.
 """
 
 from __future__ import annotations
@@ -47,10 +49,6 @@ class FailureLockout:
             self._limiter.hit(self._limit, *key)
 
     @staticmethod
-    def _keys(client_id: str | None, address: str | None) -> list[tuple[str, str, str]]:
-        keys = []
-        if client_id:
-            keys.append((_NAMESPACE, "client", client_id))
-        if address:
-            keys.append((_NAMESPACE, "address", address))
-        return keys
+    def _keys(client_id: str | None, address: str | None) -> list[tuple[str, ...]]:
+        where = address or "unknown"
+        return [(_NAMESPACE, "address", where), (_NAMESPACE, "client", client_id or "", where)]

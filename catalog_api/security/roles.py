@@ -15,7 +15,6 @@ reduced to three ordered roles:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -121,7 +120,3 @@ def parse_role(value: str) -> Role:
     except KeyError:
         raise ValueError(f"unknown role {value!r}: expected reader, writer or admin") from None
 
-
-def grants_of(pairs: Iterable[tuple[Identifier, Role]]) -> tuple[Grant, ...]:
-    """Grants from (namespace, role) pairs."""
-    return tuple(Grant(tuple(namespace), role) for namespace, role in pairs)

@@ -35,10 +35,13 @@ class VerifiedToken:
     Attributes:
         subject: The principal's name (``sub``, or the configured claim of an external token).
         expires_at_s: Expiry, in seconds since the epoch.
+        authenticated_at_s: When the client last proved its secret (``auth_time``), in
+            seconds since the epoch; the issue time for an external token.
     """
 
     subject: str
     expires_at_s: float
+    authenticated_at_s: float
 
 
 def _subject(claims: dict[str, Any], claim: str) -> str:
@@ -85,11 +88,20 @@ class TokenIssuer:
         self.lifetime_s = settings.token_lifetime_s
         self.audience = audience
 
-    def issue(self, subject: str, scope: str | None = None) -> str:
-        """A signed token for ``subject`` that expires after ``lifetime_s`` seconds."""
+    def issue(self, subject: str, scope: str | None = None,
+              authenticated_at_s: float | None = None) -> str:
+        """A signed token for ``subject`` that expires after ``lifetime_s`` seconds.
+
+        Args:
+            subject: The client id.
+            scope: The scope asked for, echoed in the token.
+            authenticated_at_s: When the client proved its secret (``auth_time``); now
+                when it just did.
+        """
         now = int(time.time())
         claims = {"iss": ISSUER, "aud": self.audience, "sub": subject, "iat": now,
-                  "exp": now + self.lifetime_s, "jti": secrets.token_urlsafe(12)}
+                  "exp": now + self.lifetime_s, "jti": secrets.token_urlsafe(12),
+                  "auth_time": int(authenticated_at_s or now)}
         if scope:
             claims["scope"] = scope
         return jwt.encode(claims, self._key, algorithm=ALGORITHM)
@@ -101,7 +113,8 @@ class TokenIssuer:
             NotAuthorizedError: Bad signature, issuer, audience or claims, or expired (401).
         """
         claims = _decode(token, self._key, [ALGORITHM], audience=self.audience, issuer=ISSUER)
-        return VerifiedToken(_subject(claims, "sub"), float(claims["exp"]))
+        authenticated = claims.get("auth_time", claims["iat"])
+        return VerifiedToken(_subject(claims, "sub"), float(claims["exp"]), float(authenticated))
 
 
 class OidcVerifier:
@@ -142,12 +155,16 @@ class OidcVerifier:
         """
         try:
             key = self._key_client().get_signing_key_from_jwt(token).key
+        except jwt.PyJWKClientConnectionError:
+            raise NotAuthorizedError("The token issuer's keys cannot be fetched") from None
         except jwt.PyJWTError as error:
             raise NotAuthorizedError(f"Invalid token: {error}") from None
         claims = _decode(token, key, list(self.settings.algorithms),
                          issuer=self.settings.issuer, audience=self.settings.audience)
-        return VerifiedToken(_subject(claims, self.settings.principal_claim),
-                             float(claims["exp"]))
+        claim = self.settings.principal_claim
+        if claim == "email" and claims.get("email_verified") is not True:
+            raise NotAuthorizedError("The token's email is not verified by its issuer")
+        return VerifiedToken(_subject(claims, claim), float(claims["exp"]), float(claims["iat"]))
 
 
 def unverified_issuer(token: str) -> str | None:

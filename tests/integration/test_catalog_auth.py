@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from catalog_api.security import (
     GrantSettings,
     OidcSettings,
 )
+from catalog_api.security.authenticator import MAX_CONCURRENT_SECRET_CHECKS
 from catalog_api.security.middleware import PUBLIC_ROUTES
 from catalog_api.security.settings import LockoutSettings
 from catalog_api.security.tokens import ISSUER
@@ -443,3 +445,99 @@ def test_an_idempotency_key_is_not_replayed_to_another_principal(
     assert replay.status_code == 200 and replay.json() == first.json()
     other = httpx.post(url, json=body, headers={**handle.headers("reader"), **key})
     assert other.status_code == 422, other.text
+
+
+# ------------------------------------------------------------ found in review (issue 17)
+
+
+def test_concurrent_guesses_do_not_race_past_the_lockout_nor_lock_out_other_addresses(
+    tmp_path: Path,
+) -> None:
+    settings, secrets = secure_settings(tmp_path, {"admin": ("admin", None)})
+    auth = settings.auth.model_copy(
+        update={"lockout": LockoutSettings(max_failures=3, window_s=30)})
+    running = serve_in_thread(settings.model_copy(update={"auth": auth}), host="0.0.0.0")
+    wrong = {**CLIENT_CREDENTIALS, "client_id": "admin", "client_secret": "guess"}
+    try:
+        url = f"http://127.0.0.1:{running.port}/iceberg{TOKENS}"
+        with ThreadPoolExecutor(12) as pool:
+            codes = list(pool.map(lambda _: httpx.post(url, data=wrong).status_code, range(24)))
+        # the checks in flight at once may each see the count below the limit
+        most = 3 + MAX_CONCURRENT_SECRET_CHECKS - 1
+        assert codes.count(401) <= most and codes.count(429) >= 24 - most, codes
+        elsewhere = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+        with elsewhere:
+            answer = elsewhere.post(f"http://127.0.0.2:{running.port}/iceberg{TOKENS}",
+                                    data={**wrong, "client_secret": secrets["admin"]})
+        assert answer.status_code == 200, answer.text
+    finally:
+        running.stop()
+
+
+def test_token_exchange_ends_with_the_session_and_the_client(keyed_server: Any) -> None:
+    running, key = keyed_server
+    url = f"{running.uri}{TOKENS}"
+    exchange = "urn:ietf:params:oauth:grant-type:token-exchange"
+    long_ago = int(time.time()) - 13 * 3600
+    stale = httpx.post(url, data={"grant_type": exchange,
+                                  "subject_token": _token(key, auth_time=long_ago)})
+    assert stale.status_code == 401 and "session has ended" in stale.json()["error_description"]
+    removed = httpx.post(url, data={"grant_type": exchange,
+                                    "subject_token": _token(key, sub="former-client")})
+    assert removed.status_code == 401 and removed.json()["error"] == "invalid_grant"
+    fresh = httpx.post(url, data={"grant_type": exchange, "subject_token": _token(key)})
+    claims = jwt.decode(fresh.json()["access_token"], options={"verify_signature": False})
+    assert claims["auth_time"] <= int(time.time())
+
+
+def test_example_secrets_and_keys_are_refused(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKEHOUSE_TEST_SECRET", "change-me-pipeline")
+    monkeypatch.setenv("LAKEHOUSE_TEST_KEY", "change-me-token-key-of-at-least-32-characters")
+    clients = {"p": ClientSettings(secret_env="LAKEHOUSE_TEST_SECRET")}
+    for auth, key in ((AuthSettings(enabled=True, clients=clients), "auth.clients.p"),
+                      (AuthSettings(enabled=True, clients={"q": ClientSettings(
+                          secret_hash=PasswordHasher().hash("x"))},
+                          token_key_env="LAKEHOUSE_TEST_KEY"), "auth.token_key")):
+        settings = CatalogSettings(warehouse=str(tmp_path), database_url="sqlite://", auth=auth)
+        with pytest.raises(AuthSetupError, match=f"{key}: .*placeholder"):
+            create_app(settings)
+    with pytest.raises(ValueError, match="not an Argon2 hash"):
+        ClientSettings(secret_hash="$argon2id$nonsense")
+    with pytest.raises(ValueError, match="non-blank"):
+        GrantSettings(role="reader", namespace="")  # type: ignore[arg-type]
+
+
+def test_external_subjects_cannot_pose_as_clients_nor_use_unverified_emails(
+    tmp_path: Path,
+) -> None:
+    issuer = _Issuer()
+    (tmp_path / "wh").mkdir()
+    auth = AuthSettings(
+        enabled=True,
+        clients={"pipeline": ClientSettings(secret_hash=PasswordHasher().hash("s"))},
+        oidc=OidcSettings(issuer=issuer.url, audience="lakehouse-catalog",
+                          principal_claim="email"),
+        grants={"pipeline": [GrantSettings(role="admin")],  # type: ignore[arg-type]
+                "ana@example.com": [GrantSettings(role="reader")]},  # type: ignore[arg-type]
+    )
+    settings = CatalogSettings(warehouse=str(tmp_path / "wh"),
+                               database_url=f"sqlite:///{tmp_path / 'c.db'}", auth=auth)
+    running = serve_in_thread(settings)
+    url = f"{running.uri}/v1/namespaces"
+
+    def answer(**claims: Any) -> httpx.Response:
+        token = issuer.token("subject-id", **claims)
+        return httpx.get(url, headers={"Authorization": f"Bearer {token}"})
+
+    try:
+        assert answer(email="ana@example.com", email_verified=True).status_code == 200
+        assert "not verified" in _error(answer(email="ana@example.com"), 401,
+                                        "NotAuthorizedException")
+        posing = answer(email="pipeline", email_verified=True)
+        assert "name of a client" in _error(posing, 401, "NotAuthorizedException")
+    finally:
+        running.stop()
+        issuer.http.shutdown()
+    with pytest.raises(ValueError, match="audience"):
+        OidcSettings(issuer=issuer.url)  # type: ignore[call-arg]

@@ -475,3 +475,59 @@ def test_signing_on_aws_refuses_other_buckets(uri: str) -> None:
     with pytest.raises(ForbiddenError):  # a table outside the warehouse gets nothing signed
         signer.sign(f"s3://{OTHER_BUCKET}/t", RemoteSignBody(
             region=REGION, uri="https://other.s3.amazonaws.com/t/x", method="GET", headers={}))
+
+
+# ------------------------------------------------------------ found in review (issue 17)
+
+
+def test_write_paths_stay_inside_the_table_own_location(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    other = rest_catalog.create_table(f"{catalog_namespace}.a", ROWS.schema)
+    into_other = {"write.data.path": f"{other.location()}/data",
+                  "write.metadata.path": f"{other.location()}/metadata"}
+    for key, path in into_other.items():
+        message = _assert_error(_create_table(catalog_server, catalog_namespace, "b",
+                                              properties={key: path}))
+        assert key in message and "outside the table's location" in message
+    rest_catalog.create_table(f"{catalog_namespace}.b", ROWS.schema)
+    change = {"updates": [{"action": "set-properties", "updates": into_other}]}
+    message = _assert_error(HTTP.post(f"{_ns_url(catalog_server, catalog_namespace)}/tables/b",
+                                      json=change))
+    assert "outside the table's location" in message
+    inside = {"write.data.path": f"{rest_catalog.load_table(f'{catalog_namespace}.b').location()}"
+                                 "/data-files"}
+    ok = HTTP.post(f"{_ns_url(catalog_server, catalog_namespace)}/tables/b",
+                   json={"updates": [{"action": "set-properties", "updates": inside}]})
+    assert ok.status_code == 200, ok.text
+
+
+@pytest.mark.parametrize("location", ["~/warehouse/x/t", "warehouse/x/t", "file:x/t"])
+def test_relative_and_home_locations_are_refused(
+    catalog_server: CatalogServerHandle, catalog_namespace: str, location: str
+) -> None:
+    _assert_error(_create_table(catalog_server, catalog_namespace, "rel", location=location))
+
+
+@pytest.mark.parametrize(("headers", "query"), [
+    ({"x-amz-copy-source": ["lake/outside/secret.txt"]}, ""),  # a copy from elsewhere
+    ({"X-Amz-Copy-Source": ["/other/wh/ns/t/x"]}, ""),  # another bucket
+    ({"x-amz-acl": ["public-read"]}, ""),  # making an object public
+    ({"x-amz-grant-read": ["uri=http://acs.amazonaws.com/groups/global/AllUsers"]}, ""),
+    ({}, "?acl"),  # a sub-resource beyond the data
+    ({}, "?tagging"),
+])
+def test_signing_refuses_copies_from_outside_and_access_changes(
+    headers: dict[str, list[str]], query: str
+) -> None:
+    settings = CatalogSettings(warehouse=f"s3://{BUCKET}/wh", database_url="sqlite://",
+                               s3=S3Settings(access_key_id="k", secret_access_key="s"))
+    signer = RemoteSigner(settings)
+    uri = f"https://lake.s3.amazonaws.com/wh/ns/t/data/x{query}"
+    with pytest.raises(ForbiddenError):
+        signer.sign(f"s3://{BUCKET}/wh/ns/t", RemoteSignBody(
+            region=REGION, uri=uri, method="PUT", headers=headers))
+    copy_inside = {"x-amz-copy-source": ["lake/wh/ns/t/data/y?versionId=1"]}
+    assert signer.sign(f"s3://{BUCKET}/wh/ns/t", RemoteSignBody(
+        region=REGION, uri="https://lake.s3.amazonaws.com/wh/ns/t/data/x?x-id=CopyObject",
+        method="PUT", headers=copy_inside))["headers"]

@@ -105,3 +105,15 @@ def test_catalog_auth_and_storage_reach_the_served_catalog(tmp_path: Path) -> No
     assert not settings.s3.remote_signing and settings.s3.vend_credentials
     with pytest.raises(ConfigError, match="catalog.s3.credentials_lifetime_s"):
         parse_config({"catalog": {"s3": {"credentials_lifetime_s": 60}}})
+
+
+def test_config_errors_never_echo_a_section_or_a_secret() -> None:
+    auth = {"enabled": True, "clients": {"p": {"secret_env": "X"}}}
+    s3 = {"secret_access_key": "SUPERSECRETKEY123"}
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"catalog": {"auth": auth, "s3": s3}})  # a model-level error
+    assert "SUPERSECRETKEY123" not in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"catalog": {"s3": {"secret_access_key": ["SUPERSECRETKEY123"]}}})
+    assert raised.value.key == "catalog.s3.secret_access_key"
+    assert "SUPERSECRETKEY123" not in str(raised.value)

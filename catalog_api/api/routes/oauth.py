@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from urllib.parse import parse_qsl, unquote
 
 import anyio.to_thread
@@ -27,6 +28,7 @@ from pyiceberg.catalog.rest.response import OAuthErrorResponse, TokenResponse
 from catalog_api.api.routes.responses import json_response
 from catalog_api.errors import CatalogError
 from catalog_api.security import Authenticator
+from catalog_api.security.tokens import VerifiedToken
 
 router = APIRouter(tags=["OAuth2 API"])
 
@@ -56,7 +58,7 @@ _FORM_BODY = {
 }
 
 
-class OAuthFailure(Exception):
+class OAuthFailure(CatalogError):
     """An OAuth2 error answered with the spec's ``OAuthError`` body.
 
     Attributes:
@@ -102,21 +104,25 @@ async def _client_credentials(authenticator: Authenticator, form: dict[str, str]
         raise OAuthFailure(400, "invalid_request", "client_id and client_secret are required")
     if _open(authenticator):
         return client_id
-    wait_s = authenticator.lockout.retry_after_s(client_id, address)
-    if wait_s is not None:
-        raise OAuthFailure(429, "invalid_client", "Too many wrong secrets; retry later", wait_s)
-    if not await anyio.to_thread.run_sync(authenticator.check_secret, client_id, secret):
-        authenticator.lockout.record_failure(client_id, address)
-        raise OAuthFailure(401, "invalid_client", "Unknown client id or wrong secret")
+    async with authenticator.secret_checks:  # the lockout's count is current in here
+        wait_s = authenticator.lockout.retry_after_s(client_id, address)
+        if wait_s is not None:
+            raise OAuthFailure(429, "invalid_client", "Too many wrong secrets; retry later",
+                               wait_s)
+        if not await anyio.to_thread.run_sync(authenticator.check_secret, client_id, secret):
+            authenticator.lockout.record_failure(client_id, address)
+            raise OAuthFailure(401, "invalid_client", "Unknown client id or wrong secret")
     return client_id
 
 
-def _exchanged_subject(authenticator: Authenticator, form: dict[str, str]) -> str:
-    """The subject of the valid token a token-exchange request presents.
+def _exchanged_token(authenticator: Authenticator, form: dict[str, str]) -> VerifiedToken:
+    """The valid token a token-exchange request presents, still within its session.
 
     Raises:
         OAuthFailure: 400 ``invalid_request`` without a token, 401 ``invalid_grant`` for a
-            token that is invalid, expired or not an access token of this catalog.
+            token that is invalid, expired, not an access token of this catalog, of a
+            client no longer configured, or older than ``session_lifetime_s`` since its
+            client proved its secret.
     """
     token = form.get("subject_token")
     if not token:
@@ -124,9 +130,16 @@ def _exchanged_subject(authenticator: Authenticator, form: dict[str, str]) -> st
     if form.get("subject_token_type", ACCESS_TOKEN_TYPE) != ACCESS_TOKEN_TYPE:
         raise OAuthFailure(400, "invalid_request", "subject_token_type must be an access token")
     try:
-        return authenticator.issuer.verify(token).subject
+        verified = authenticator.issuer.verify(token)
     except CatalogError as error:
         raise OAuthFailure(401, "invalid_grant", str(error)) from None
+    if verified.subject not in authenticator.settings.clients and not _open(authenticator):
+        raise OAuthFailure(401, "invalid_grant", "The token's client is not configured")
+    age_s = time.time() - verified.authenticated_at_s
+    if age_s > authenticator.settings.session_lifetime_s:
+        raise OAuthFailure(401, "invalid_grant", "The session has ended: authenticate with "
+                                                 "the client secret again")
+    return verified
 
 
 async def issue_token(authenticator: Authenticator, form: dict[str, str],
@@ -147,15 +160,17 @@ async def issue_token(authenticator: Authenticator, form: dict[str, str],
             ``invalid_client``/``invalid_grant`` or 429.
     """
     grant = form.get("grant_type")
+    authenticated_at_s = None
     if grant == CLIENT_CREDENTIALS:
         subject = await _client_credentials(authenticator, form, authorization, address)
     elif grant == TOKEN_EXCHANGE:
-        subject = _exchanged_subject(authenticator, form)
+        exchanged = _exchanged_token(authenticator, form)
+        subject, authenticated_at_s = exchanged.subject, exchanged.authenticated_at_s
     else:
         raise OAuthFailure(400, "unsupported_grant_type", f"Unsupported grant_type {grant!r}")
     scope = form.get("scope")
     return TokenResponse(
-        access_token=authenticator.issuer.issue(subject, scope),
+        access_token=authenticator.issuer.issue(subject, scope, authenticated_at_s),
         token_type="bearer",
         expires_in=authenticator.issuer.lifetime_s,
         issued_token_type=ACCESS_TOKEN_TYPE,
