@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, OAuthError
 
-from catalog_api import CatalogSettings, create_app, serve_in_thread
+from catalog_api import CatalogSettings, RunningServer, create_app, serve_in_thread
 from catalog_api.security import (
     AuthSettings,
     AuthSetupError,
@@ -399,20 +399,24 @@ class _Issuer:
         return jwt.encode(payload, key or self.key, algorithm="RS256", headers={"kid": "k1"})
 
 
+def _oidc_catalog(tmp_path: Path, issuer: _Issuer, grants: dict[str, str],
+                  **auth: Any) -> RunningServer:
+    """A catalog accepting ``issuer``'s tokens; ``grants``: principal -> catalog-wide role."""
+    (tmp_path / "wh").mkdir()
+    settings = AuthSettings(
+        enabled=True, oidc=OidcSettings(issuer=issuer.url, audience="lakehouse-catalog",
+                                        **auth.pop("oidc", {})),
+        grants={name: [GrantSettings(role=role)]  # type: ignore[arg-type]
+                for name, role in grants.items()}, **auth)
+    return serve_in_thread(CatalogSettings(warehouse=str(tmp_path / "wh"), auth=settings,
+                                           database_url=f"sqlite:///{tmp_path / 'c.db'}"))
+
+
 def test_tokens_of_an_external_oidc_issuer_are_checked_against_its_jwks(
     tmp_path: Path,
 ) -> None:
     issuer = _Issuer()
-    (tmp_path / "wh").mkdir()
-    auth = AuthSettings(
-        enabled=True,
-        oidc=OidcSettings(issuer=issuer.url, audience="lakehouse-catalog"),
-        grants={"analyst": [GrantSettings(role="reader")],  # type: ignore[arg-type]
-                "ops": [GrantSettings(role="admin")]},  # type: ignore[arg-type]
-    )
-    settings = CatalogSettings(warehouse=str(tmp_path / "wh"),
-                               database_url=f"sqlite:///{tmp_path / 'c.db'}", auth=auth)
-    running = serve_in_thread(settings)
+    running = _oidc_catalog(tmp_path, issuer, {"analyst": "reader", "ops": "admin"})
     try:
         ops = RestCatalog("ops", uri=running.uri, token=issuer.token("ops"))
         ops.create_namespace("lake")
@@ -512,18 +516,10 @@ def test_external_subjects_cannot_pose_as_clients_nor_use_unverified_emails(
     tmp_path: Path,
 ) -> None:
     issuer = _Issuer()
-    (tmp_path / "wh").mkdir()
-    auth = AuthSettings(
-        enabled=True,
-        clients={"pipeline": ClientSettings(secret_hash=PasswordHasher().hash("s"))},
-        oidc=OidcSettings(issuer=issuer.url, audience="lakehouse-catalog",
-                          principal_claim="email"),
-        grants={"pipeline": [GrantSettings(role="admin")],  # type: ignore[arg-type]
-                "ana@example.com": [GrantSettings(role="reader")]},  # type: ignore[arg-type]
-    )
-    settings = CatalogSettings(warehouse=str(tmp_path / "wh"),
-                               database_url=f"sqlite:///{tmp_path / 'c.db'}", auth=auth)
-    running = serve_in_thread(settings)
+    running = _oidc_catalog(
+        tmp_path, issuer, {"pipeline": "admin", "ana@example.com": "reader"},
+        oidc={"principal_claim": "email"},
+        clients={"pipeline": ClientSettings(secret_hash=PasswordHasher().hash("s"))})
     url = f"{running.uri}/v1/namespaces"
 
     def answer(**claims: Any) -> httpx.Response:
