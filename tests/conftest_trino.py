@@ -35,6 +35,7 @@ from pathlib import Path
 import httpx
 import pytest
 import trino
+import trino.exceptions
 
 from lakehouse.errors import SparkClasspathError
 from lakehouse.spark.jars import default_cache_dir, resolve_manifest
@@ -283,7 +284,12 @@ class TrinoServerHandle:
     started: bool = False
 
     def wait(self) -> None:
-        """Wait until ``/v1/info`` says ``starting: false``; fail with the log's tail otherwise."""
+        """Wait until Trino runs queries; fail with the log's tail otherwise.
+
+        ``/v1/info`` says ``starting: false`` before the coordinator has registered itself
+        as a worker; until then queries fail with ``NO_NODES_AVAILABLE`` (seen in CI). So
+        it waits for ``starting: false``, then for a ``SELECT 1`` to answer.
+        """
         deadline = self.launched + START_TIMEOUT_S
         while not self.started:
             if self.process.poll() is not None:
@@ -292,9 +298,25 @@ class TrinoServerHandle:
             if time.monotonic() > deadline:
                 pytest.fail(f"Trino did not start within {START_TIMEOUT_S} s; "
                             f"{self.log}:\n{_log_tail(self.log)}")
-            self.started = self._info().get("starting") is False
+            self.started = self._info().get("starting") is False and self._runs_queries()
             if not self.started:
                 time.sleep(0.5)
+
+    def _runs_queries(self) -> bool:
+        connection = trino.dbapi.connect(host="127.0.0.1", port=self.port,
+                                         user="lakehouse-tests")
+        try:
+            cursor = connection.cursor()
+            cursor.execute("SELECT 1")
+            return bool(cursor.fetchall() == [[1]])
+        except trino.exceptions.TrinoQueryError as error:
+            if error.error_name == "NO_NODES_AVAILABLE":
+                return False
+            raise
+        except trino.exceptions.TrinoConnectionError:
+            return False
+        finally:
+            connection.close()
 
     def _info(self) -> dict[str, object]:
         try:
