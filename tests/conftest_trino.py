@@ -286,9 +286,11 @@ class TrinoServerHandle:
     def wait(self) -> None:
         """Wait until Trino runs queries; fail with the log's tail otherwise.
 
-        ``/v1/info`` says ``starting: false`` before the coordinator has registered itself
-        as a worker; until then queries fail with ``NO_NODES_AVAILABLE`` (seen in CI). So
-        it waits for ``starting: false``, then for a ``SELECT 1`` to answer.
+        ``/v1/info`` says ``starting: false`` before the coordinator is listed as a node
+        of its catalogs (the node list refreshes every few seconds): until then a query on
+        a catalog fails with ``NO_NODES_AVAILABLE``, while ``SELECT 1`` already answers
+        (both seen in CI). So it waits for ``starting: false``, then for ``SHOW SCHEMAS``
+        of the catalog to answer.
         """
         deadline = self.launched + START_TIMEOUT_S
         while not self.started:
@@ -307,8 +309,8 @@ class TrinoServerHandle:
                                          user="lakehouse-tests")
         try:
             cursor = connection.cursor()
-            cursor.execute("SELECT 1")
-            return bool(cursor.fetchall() == [[1]])
+            cursor.execute(f"SHOW SCHEMAS FROM {self.catalog}")
+            return bool(cursor.fetchall())
         except trino.exceptions.TrinoQueryError as error:
             if error.error_name == "NO_NODES_AVAILABLE":
                 return False
