@@ -90,6 +90,8 @@ class SecretSource(_Strict):
         """
         if self.secret_env is not None:
             value = os.environ.get(self.secret_env, "")
+            if not value:
+                raise ValueError(f"environment variable {self.secret_env} is unset or empty")
             return _checked_secret(value, f"environment variable {self.secret_env}")
         if self.secret_file is not None:
             try:
