@@ -235,6 +235,11 @@ def _free_port() -> int:
 def _write_etc(etc: Path, data: Path, port: int, catalogs: dict[str, dict[str, str]]) -> None:
     """Write Trino's ``etc/``: one loopback node that is coordinator and worker.
 
+    The failure detector is off, as in Trino's own testing servers: on a loaded machine the
+    node's heartbeats to itself time out, the coordinator then counts its only node as failed
+    and answers ``NO_NODES_AVAILABLE`` for a while (seen in CI after the server had run
+    queries).
+
     ``catalogs``: the properties of each catalog by name (``etc/catalog/<name>.properties``).
     """
     (etc / "catalog").mkdir(parents=True)
@@ -245,6 +250,7 @@ def _write_etc(etc: Path, data: Path, port: int, catalogs: dict[str, dict[str, s
     (etc / "jvm.config").write_text("".join(f"{option}\n" for option in _JVM_CONFIG))
     (etc / "config.properties").write_text(properties_text({
         "coordinator": "true", "node-scheduler.include-coordinator": "true",
+        "failure-detector.enabled": "false",
         "http-server.http.port": str(port), "discovery.uri": f"http://127.0.0.1:{port}"}))
     for name, properties in catalogs.items():
         (etc / "catalog" / f"{name}.properties").write_text(properties_text(properties))
