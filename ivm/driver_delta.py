@@ -2,7 +2,7 @@
 
 Each delta term of the block (:func:`ivm.rewrite.delta_term`: the changed table's
 change feed joined with the other tables at the new or old snapshot) is evaluated by
-:mod:`ivm.arrow_eval` over Arrow tables: the change feed as the source gave it, and each
+:mod:`ivm.local_engine` (DuckDB) over Arrow tables: the change feed as the source gave it, and each
 partner read by its source on the driver, restricted to the join keys of the change or
 of the partners read before it (the rows the term's equi-joins can match, or a
 superset). Small changes to views over large sources thus run no Spark job, as long as
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from ivm import arrow_eval
+from ivm import local_engine
 from ivm.change_keys import arrow_keys
 from ivm.key_ranges import KeyValues, comparable, join_columns
 from ivm.rewrite import Relation, delta_term
@@ -47,7 +47,7 @@ EMPTY = pa.table({})
 
 def block_delta(query: exp.Select, changes: Mapping[str, pa.Table],
                 readers: Mapping[str, ArrowRead | None], relation: Relation,
-                max_rows: int = DRIVER_READ_MAX_ROWS) -> pa.Table | None:
+                max_rows: int = DRIVER_READ_MAX_ROWS) -> pa.Table | str:
     """The delta of the block's rows: the union of its delta terms, in Arrow.
 
     The terms telescope in :func:`telescoping_order`, so that partners are read at
@@ -62,22 +62,23 @@ def block_delta(query: exp.Select, changes: Mapping[str, pa.Table],
 
     Returns:
         The block's outputs plus ``_weight`` (not consolidated); :data:`EMPTY` when every
-        term joins nothing (checked without reading partners); None when the block is
-        outside :func:`ivm.arrow_eval.evaluate`'s subset, a table is a derived table or
-        read twice, or a partner read declines: Spark must evaluate the block.
+        term joins nothing (checked without reading partners); else why Spark must
+        evaluate the block: it is outside the local engine's subset
+        (:mod:`ivm.spark_types`), a table is a derived table or read twice, or a partner
+        read declines.
     """
-    tables = block_tables(query)
-    names = [t.name for t in tables]
-    if derived_tables(query) or len(set(names)) != len(names) or not arrow_eval.evaluable(query):
-        return None  # checked before any partner is read
+    refused = block_refusal(query)
+    if refused is not None:
+        return refused  # checked before any partner is read
+    names = [t.name for t in block_tables(query)]
     order = telescoping_order(names, changes)
     parts = []
-    for position, table in enumerate(tables):
+    for position, table in enumerate(block_tables(query)):
         if table.name not in changes:
             continue
         part = _term(query, position, order, changes, readers, relation, max_rows)
-        if part is None:
-            return None
+        if isinstance(part, str):
+            return part
         if part is not EMPTY:
             parts.append(part)
     if not parts:
@@ -85,7 +86,17 @@ def block_delta(query: exp.Select, changes: Mapping[str, pa.Table],
     try:
         return pa.concat_tables(parts, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return None
+        return "the delta terms' column types differ"
+
+
+def block_refusal(query: exp.Select) -> str | None:
+    """Why the block cannot run on the local engine whatever it reads, or None."""
+    names = [t.name for t in block_tables(query)]
+    if derived_tables(query):
+        return "a derived table in the block"
+    if len(set(names)) != len(names):
+        return "a table read twice in the block"
+    return local_engine.refusal(query)
 
 
 def telescoping_order(names: Sequence[str], changes: Mapping[str, pa.Table]) -> list[int]:
@@ -118,7 +129,7 @@ def telescoping_order(names: Sequence[str], changes: Mapping[str, pa.Table]) -> 
 
 def _term(query: exp.Select, position: int, order: Sequence[int],
           changes: Mapping[str, pa.Table], readers: Mapping[str, ArrowRead | None],
-          relation: Relation, max_rows: int) -> pa.Table | None:
+          relation: Relation, max_rows: int) -> pa.Table | str:
     """One delta term, its partners read restricted to the join keys of known rows.
 
     A term whose change has no row, or no non-null value of a join key, joins nothing:
@@ -143,15 +154,18 @@ def _term(query: exp.Select, position: int, order: Sequence[int],
         if restriction is None:
             return EMPTY
         if read is None:
-            return None
+            return f"{table.name} cannot be read on the driver"
         role = "new" if rank[other] < rank[position] else "old"
         rows = read(role, _columns(term, table.alias_or_name), restriction, max_rows)
         if rows is None:
-            return None
+            return f"a read of {table.name} restricted to the change's keys spans more than " \
+                   f"{max_rows:,} rows"
         if rows.num_rows == 0:
             return EMPTY
         known[table.alias_or_name] = relations[relation(role, table.name)] = rows
-    return arrow_eval.evaluate(term, relations)
+    result = local_engine.select(term, relations)
+    return result if result is not None else (
+        "a value Spark computes otherwise (an overflow, or a decimal Spark rounds)")
 
 
 def _read_order(query: exp.Select, position: int, changes: Collection[str]) -> list[int]:

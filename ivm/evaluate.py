@@ -29,6 +29,7 @@ from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
 from ivm.change_keys import arrow_keys, spark_keys
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
+from ivm.engine_rule import Engine, local_refusal
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
@@ -119,12 +120,18 @@ class Maintained:
             invertible-aggregate law (None for other views).
         arrow: The rows on the driver, or None when they are in ``frame``.
         schema: The Spark schema of ``arrow``'s rows.
+        engine: ``local`` when the tick ran no Spark job (the local engine computed the
+            block's delta, the driver-held state gave the view's rows), else ``spark``.
+        engine_reason: Why that engine: the sizes for ``local``, what the local engine
+            could not take for ``spark``.
     """
 
     frame: DataFrame | None = None
     state: AggregateState | None = None
     arrow: pa.Table | None = None
     schema: StructType | None = None
+    engine: Engine = "spark"
+    engine_reason: str = ""
 
     @cached_property
     def rows(self) -> DataFrame:
@@ -193,12 +200,13 @@ def maintain(
     with _scope(plan, inputs, driver_read_max_rows) as scope:
         if not scope.changed:
             empty = with_weight(scope.run(at_role(plan.query, "new", scope.relation)).limit(0))
-            return Maintained(empty, state)
+            return Maintained(empty, state, engine_reason="no source changed")
         form = _invertible(plan)
         if form is not None:
             state = state or _build(scope, form, "old", driver_state_max_rows)
         if form is None or state is None:
-            return Maintained(consolidate(_delta(scope, plan.query)))
+            return Maintained(consolidate(_delta(scope, plan.query)),
+                              engine_reason=_spark_reason(plan, state))
         if state.table is not None:
             schema = _view_schema(scope, plan, inputs)
             return _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
@@ -206,7 +214,18 @@ def maintain(
         advanced = advance(form, state, _delta(scope, form.rows()))
         sides = [with_weight(_output(scope, form, advanced.state.arg_types, rows, schema), weight)
                  for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
-        return Maintained(consolidate(sides[0].union(sides[1])), advanced.state)
+        return Maintained(consolidate(sides[0].union(sides[1])), advanced.state,
+                          engine_reason=_spark_reason(plan, state))
+
+
+def _spark_reason(plan: ViewPlan, state: AggregateState | None) -> str:
+    """Why a tick whose aggregate state (if any) is not on the driver runs on Spark."""
+    refused = local_refusal(plan)
+    if refused is not None:
+        return refused
+    if state is None:
+        return "an argument Spark types as inexact: the aggregate falls back to recompute"
+    return f"the aggregate state has more groups than the driver keeps ({DRIVER_STATE_MAX_ROWS:,})"
 
 
 def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
@@ -501,43 +520,47 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     outputs = driver_output.plain_outputs(form)
     assert outputs is not None
     changed = [scope.arrows.get(source) for source in scope.changed]
-    small = all(a is not None for a in changed) and sum(
-        a.num_rows for a in changed if a is not None) <= DRIVER_DELTA_MAX_ROWS
-    local = _rows_on_driver(scope, form.rows(), state) if small else None
-    if local is not None:  # no Spark job
+    change_rows = sum(a.num_rows for a in changed if a is not None)
+    small = all(a is not None for a in changed) and change_rows <= DRIVER_DELTA_MAX_ROWS
+    local = (_rows_on_driver(scope, form.rows(), state) if small else
+             f"a change of {change_rows:,} rows, or not in Arrow (at most "
+             f"{DRIVER_DELTA_MAX_ROWS:,} run locally)")
+    engine: Engine = "local"
+    if not isinstance(local, str):  # no Spark job
         change = driver_state.change_aggregate(form, local)
-    elif small:  # one Spark job, no shuffle
-        change = driver_state.change_aggregate(form, to_arrow(_delta(scope, form.rows())))
-    else:
-        rows = _delta(scope, form.rows())
-        change = to_arrow(change_aggregate(form, rows, state.arg_types))
+        reason = (f"a change of {change_rows:,} rows; a state of {state.table.num_rows:,} "
+                  f"groups on the driver")
+    else:  # small: one Spark job, no shuffle; else Spark aggregates the change first
+        engine, reason, rows = "spark", local, _delta(scope, form.rows())
+        change = (driver_state.change_aggregate(form, to_arrow(rows)) if small
+                  else to_arrow(change_aggregate(form, rows, state.arg_types)))
     advanced = driver_state.advance(state.table, change, form.is_global)
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, _columns(schema))
     kept = (AggregateState(state.arg_types, table=advanced.state)
             if advanced.state.num_rows <= max_rows else None)
     weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
-    return Maintained(state=kept, arrow=rows, schema=weighted_schema)
+    return Maintained(state=kept, arrow=rows, schema=weighted_schema, engine=engine,
+                      engine_reason=reason)
 
 
 def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState
-                    ) -> pa.Table | None:
+                    ) -> pa.Table | str:
     """The delta of the block's input rows, evaluated in Arrow (:mod:`ivm.driver_delta`).
 
     From the change feeds' Arrow tables and, for a join, the partners read on the driver.
-    None when a change feed is not in Arrow, a partner cannot be read there, or an
-    expression is outside what :mod:`ivm.arrow_eval` computes exactly as Spark; Spark
-    evaluates the block then.
 
     Returns:
         ``__g*`` typed as the state's groups, ``__a*`` as Spark types the arguments, and
-        ``_weight``.
+        ``_weight``; or why Spark evaluates the block: a change feed is not in Arrow, a
+        partner cannot be read there, or an expression is outside what
+        :mod:`ivm.local_engine` computes exactly as Spark.
     """
     if any(source not in scope.arrows for source in scope.changed):
-        return None
+        return "a change feed not in Arrow"
     rows = block_delta(query, scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
-    if rows is None:
-        return None
+    if isinstance(rows, str):
+        return rows
     assert state.table is not None
     types = {f.name: f.type for f in state.table.schema if f.name.startswith(GROUP_PREFIX)}
     types |= {f"{ARG_PREFIX}{j}": arrow_type for j, t in enumerate(state.arg_types)
@@ -549,8 +572,8 @@ def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState
     try:
         return pa.table({name: rows[name].cast(types[name]) if name in types else rows[name]
                          for name in rows.column_names})
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None  # a value Spark would have typed differently: let Spark evaluate it
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # let Spark evaluate it
+        return "a value outside the type Spark gives the aggregate's state"
 
 
 def _exact_arrow_type(spark_type: str) -> pa.DataType | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ivm.engine_rule import LOCAL_LIMITS, local_refusal
 from ivm.plan import PlanNode, ViewPlan
 
 
@@ -9,12 +10,16 @@ def explain(plan: ViewPlan) -> str:
     """Describe how each node of ``plan`` is maintained.
 
     Returns:
-        Lines of text: one per node with its law (or the reason it is not
-        incremental), its key and the state it reads, children indented.
+        Lines of text: the engine that runs the view's ticks (:mod:`ivm.engine_rule`), then
+        one per node with its law (or the reason it is not incremental), its key and the
+        state it reads, children indented.
     """
     mode = "incremental" if plan.incremental else f"full recompute ({plan.reason})"
     key = ", ".join(plan.key) if plan.key is not None else "none (rows kept with multiplicity)"
-    lines = [f"view {plan.view}: {mode}", f"key: {key}"]
+    refused = local_refusal(plan)
+    engine = (f"spark ({refused})" if refused is not None
+              else f"local (DuckDB) within: {LOCAL_LIMITS}; else spark")
+    lines = [f"view {plan.view}: {mode}", f"key: {key}", f"engine: {engine}"]
     _render(plan.root, 0, lines)
     return "\n".join(lines)
 

@@ -49,9 +49,11 @@ class RefreshMetrics:
     Args:
         clock: Seconds since the epoch (injectable for tests).
 
-    Metrics (label ``view``; ``mode`` is ``incremental``, ``full`` or ``skipped``):
-        ``lakehouse_refreshes_total{view,mode}``, ``lakehouse_refresh_failures_total{view}``,
-        ``lakehouse_refresh_duration_seconds{view,mode}`` (histogram),
+    Metrics (label ``view``; ``mode`` is ``incremental``, ``full`` or ``skipped``; ``engine``
+    is ``local``, ``spark`` or ``none``, :attr:`RefreshResult.engine`):
+        ``lakehouse_refreshes_total{view,mode,engine}``,
+        ``lakehouse_refresh_failures_total{view}``,
+        ``lakehouse_refresh_duration_seconds{view,mode,engine}`` (histogram),
         ``lakehouse_change_rows_total{view}`` (change feed rows read),
         ``lakehouse_view_delta_rows_total{view}`` (rows committed, + and -),
         ``lakehouse_view_lag_seconds{view}``.
@@ -61,12 +63,12 @@ class RefreshMetrics:
         self.registry = CollectorRegistry()
         self.clock = clock
         self._fresh_at_s: dict[str, float] = {}
-        self.refreshes = Counter("lakehouse_refreshes", "Refreshes run, by mode.",
-                                 ["view", "mode"], registry=self.registry)
+        self.refreshes = Counter("lakehouse_refreshes", "Refreshes run, by mode and engine.",
+                                 ["view", "mode", "engine"], registry=self.registry)
         self.failures = Counter("lakehouse_refresh_failures", "Refreshes that failed.",
                                 ["view"], registry=self.registry)
         self.duration = Histogram("lakehouse_refresh_duration_seconds", "Wall time of a refresh.",
-                                  ["view", "mode"], buckets=DURATION_BUCKETS_S,
+                                  ["view", "mode", "engine"], buckets=DURATION_BUCKETS_S,
                                   registry=self.registry)
         self.rows_in = Counter("lakehouse_change_rows", "Change feed rows read.", ["view"],
                                registry=self.registry)
@@ -76,8 +78,8 @@ class RefreshMetrics:
 
     def record(self, result: RefreshResult, started_s: float) -> None:
         """Count a refresh that succeeded; the view reflects its sources as of ``started_s``."""
-        self.refreshes.labels(result.view, result.mode).inc()
-        self.duration.labels(result.view, result.mode).observe(result.duration_s)
+        self.refreshes.labels(result.view, result.mode, result.engine).inc()
+        self.duration.labels(result.view, result.mode, result.engine).observe(result.duration_s)
         self.rows_in.labels(result.view).inc(result.rows_in)
         self.rows_out.labels(result.view).inc(result.rows_out)
         self._fresh_at_s[result.view] = started_s

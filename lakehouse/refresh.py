@@ -56,6 +56,10 @@ class RefreshResult:
         duration_s: Wall time of the refresh.
         reason: Why the refresh ran as ``full``, if it did.
         sinks: The sink kinds (``iceberg``, ``delta``) it committed to.
+        engine: ``local`` when the view's delta was computed with no Spark job (DuckDB in
+            process, :mod:`ivm.engine_rule`), ``spark`` otherwise, ``none`` when skipped.
+        engine_reason: Why that engine (the sizes for ``local``; what the local engine
+            could not take for ``spark``).
     """
 
     view: str
@@ -66,6 +70,8 @@ class RefreshResult:
     duration_s: float = 0.0
     reason: str | None = None
     sinks: list[str] = field(default_factory=list)
+    engine: Literal["local", "spark", "none"] = "none"
+    engine_reason: str = ""
 
 
 @dataclass
@@ -172,12 +178,14 @@ def _refresh_group(
                                   driver_read_max_rows=driver_read_max_rows)
             result.rows_out += _apply(sinks, group, maintained, plan, result.sinks)
             result.mode = "incremental"
+            result.engine, result.engine_reason = maintained.engine, maintained.engine_reason
         else:
             phase("compute view", detail=full_reason)
             maintained = (_recompute(plan, inputs) if view.refresh == "full"
                           else reload(plan, inputs))
             result.rows_out += _replace(sinks, group, maintained, result.sinks)
             result.mode, result.reason = "full", full_reason
+            result.engine, result.engine_reason = "spark", "a full recompute runs on Spark"
         states.put(view.name, group.new, maintained.state)
     except RefreshError:
         raise

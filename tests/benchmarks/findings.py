@@ -419,7 +419,7 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "Spark jobs (*inc Spark jobs*), each paying scheduling and planning whatever its "
             "data. Change feeds are computed in Arrow, an aggregate state of plain "
             "SUM/COUNT/AVG outputs is held on the driver (`ivm/driver_state.py`), and the "
-            "block's delta terms are evaluated in Arrow (`ivm/arrow_eval.py`): the change "
+            "block's delta terms are run by DuckDB in process (`ivm/local_engine.py`): the change "
             "feed joined with the partners' rows that match its keys, read by pyiceberg "
             "(`ivm/driver_delta.py`). A refresh then runs no Spark job, unless a partner "
             "restricted to the change's keys still spans more rows of data files than the "

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from ivm import IvmError, PlanNode, compile_view
+from ivm.engine_rule import LOCAL_LIMITS, local_refusal
 from tests.tpch.queries import all_queries
 from tests.tpch.schema import SCHEMAS
 
@@ -94,15 +95,17 @@ def laws(node: PlanNode) -> list[str]:
     return found
 
 
-def row(name: str, sql: str) -> tuple[str, str, str]:
-    """``(incremental, laws, reason)`` for one view, as document cells."""
+def row(name: str, sql: str) -> tuple[str, str, str, str]:
+    """``(incremental, laws, reason, local engine)`` for one view, as document cells."""
     try:
         plan = compile_view(name, sql, SCHEMAS)
     except IvmError as error:
-        return "error", "", str(error)
+        return "error", "", str(error), ""
+    refused = local_refusal(plan)
+    local = "yes" if refused is None else f"no: {refused}"
     if plan.incremental:
-        return "yes", ", ".join(laws(plan.root)), ""
-    return "no", ", ".join(laws(plan.root)), plan.reason or ""
+        return "yes", ", ".join(laws(plan.root)), "", local
+    return "no", ", ".join(laws(plan.root)), plan.reason or "", local
 
 
 def _cell(text: str) -> str:
@@ -119,14 +122,19 @@ def render() -> str:
         "sources' change feeds; otherwise the view is recomputed in full at each refresh and",
         "the reason names the construct at fault.",
         "",
+        "*Local engine* says whether small changes run in process on DuckDB, with no Spark",
+        f"job (`ivm/engine_rule.py`: {LOCAL_LIMITS}), or why every tick runs on Spark. The",
+        "subset of SQL the local engine takes is in `ivm/spark_types.py`;",
+        "`tests/integration/test_local_engine.py` checks it against Spark.",
+        "",
         "## TPC-H (22 queries)",
         "",
         "The queries are in `tests/tpch/queries/` (Spark SQL, validation parameters); the",
         "spec's final ORDER BY is dropped unless the query returns the first N rows.",
         "`tests/integration/test_tpch_ivm.py` checks them on Spark at SF 0.01.",
         "",
-        "| query | incremental | laws | reason |",
-        "| --- | --- | --- | --- |",
+        "| query | incremental | laws | reason | local engine |",
+        "| --- | --- | --- | --- | --- |",
     ]
     queries = all_queries()
     for query in queries:
@@ -135,8 +143,8 @@ def render() -> str:
     count = sum(row(q.name, q.sql)[0] == "yes" for q in queries)
     lines += ["", f"Incremental today: {count} of {len(queries)}.", "",
               "## Constructs", "", "Small views over the TPC-H schema, one construct each.", "",
-              "| construct | SQL | incremental | laws | reason |",
-              "| --- | --- | --- | --- | --- |"]
+              "| construct | SQL | incremental | laws | reason | local engine |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for name, sql in CONSTRUCTS:
         cells = row(name.split(" ")[0].lower(), sql)
         lines.append(f"| {_cell(name)} | `{_cell(sql)}` | "

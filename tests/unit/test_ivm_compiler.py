@@ -24,6 +24,7 @@ def test_group_by_join_infers_key_and_laws() -> None:
     assert plan.root.children[0].children[0].law is Law.BILINEAR_JOIN
     text = explain(plan)
     assert "bilinear join rule" in text and "key: carrier, name, month" in text
+    assert "engine: spark (only aggregates by the invertible aggregate law run locally" in text
 
 
 def test_projection_has_no_key_and_star_expands() -> None:

@@ -28,17 +28,22 @@ def samples(metrics: RefreshMetrics) -> dict[tuple[str, tuple[tuple[str, str], .
 
 def test_refreshes_are_counted_by_view_and_mode() -> None:
     metrics = RefreshMetrics(Clock())
-    metrics.record(RefreshResult("v.a", "full", {"s": 1}, rows_out=10, duration_s=2.0), 1000.0)
+    metrics.record(RefreshResult("v.a", "full", {"s": 1}, rows_out=10, duration_s=2.0,
+                                 engine="spark"), 1000.0)
     metrics.record(RefreshResult("v.a", "incremental", {"s": 2}, rows_in=3, rows_out=4,
-                                 duration_s=0.2), 1000.0)
+                                 duration_s=0.2, engine="local"), 1000.0)
     metrics.record(RefreshResult("v.a", "skipped", {"s": 2}), 1000.0)
     found = samples(metrics)
-    assert found[("lakehouse_refreshes_total", (("mode", "full"), ("view", "v.a")))] == 1
-    assert found[("lakehouse_refreshes_total", (("mode", "incremental"), ("view", "v.a")))] == 1
+    assert found[("lakehouse_refreshes_total",
+                  (("engine", "spark"), ("mode", "full"), ("view", "v.a")))] == 1
+    assert found[("lakehouse_refreshes_total",
+                  (("engine", "local"), ("mode", "incremental"), ("view", "v.a")))] == 1
+    assert found[("lakehouse_refreshes_total",
+                  (("engine", "none"), ("mode", "skipped"), ("view", "v.a")))] == 1
     assert found[("lakehouse_change_rows_total", (("view", "v.a"),))] == 3
     assert found[("lakehouse_view_delta_rows_total", (("view", "v.a"),))] == 14
     assert found[("lakehouse_refresh_duration_seconds_sum",
-                  (("mode", "incremental"), ("view", "v.a")))] == 0.2
+                  (("engine", "local"), ("mode", "incremental"), ("view", "v.a")))] == 0.2
 
 
 def test_lag_grows_until_the_next_refresh() -> None:
@@ -64,4 +69,4 @@ def test_metrics_are_served_over_http() -> None:
     metrics.serve("127.0.0.1", port)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         body = response.read().decode()
-    assert 'lakehouse_refreshes_total{mode="full",view="v.b"} 1.0' in body
+    assert 'lakehouse_refreshes_total{engine="none",mode="full",view="v.b"} 1.0' in body

@@ -1,7 +1,7 @@
-"""Rows evaluated on the driver in Arrow equal Spark's rows of the same SQL.
+"""Rows the local engine computes (DuckDB, in process) equal Spark's rows of the same SQL.
 
 The oracle is Spark running the same SELECT over the same Arrow table: every value in
-the subset :mod:`ivm.arrow_eval` evaluates must be Spark's, with Spark's type, and
+the subset :mod:`ivm.spark_types` admits must be Spark's, with Spark's type, and
 everything else must fall back (None), never give another answer.
 """
 
@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from sqlglot import exp, parse_one
 
 from ivm import SourceInput, compile_view, maintain, recompute, reload, to_arrow
-from ivm.arrow_eval import evaluate
+from ivm.local_engine import select
 from tests.conftest import multiset, normal_row
 
 TYPES = {"i": pa.int32(), "b": pa.int64(), "t": pa.int8(), "d": pa.decimal128(15, 2),
@@ -115,7 +115,7 @@ def _spark_schema() -> str:
 def _same_as_spark(spark: SparkSession, rows: pa.Table, sql: str) -> None:
     query = parse_one(sql, read="spark")
     assert isinstance(query, exp.Select)
-    mine = evaluate(query, {"rows": rows})
+    mine = select(query, {"rows": rows})
     assert mine is not None, sql
     expected = to_arrow(spark.sql(sql))
     assert [_unlarge(f.type) for f in mine.schema] == [
@@ -147,7 +147,7 @@ def test_bare_filters_keep_spark_three_valued_logic(spark: SparkSession, rows: p
 @pytest.mark.parametrize("sql", REVIEWED)
 def test_reviewed_shapes_equal_spark_or_fall_back(spark: SparkSession, rows: pa.Table,
                                                   sql: str) -> None:
-    mine = evaluate(parse_one(sql, read="spark"), {"rows": rows})
+    mine = select(parse_one(sql, read="spark"), {"rows": rows})
     if mine is not None:
         _same_as_spark(spark, rows, sql)
 
@@ -183,7 +183,7 @@ def joined(spark: SparkSession, rows: pa.Table) -> dict[str, pa.Table]:
 
 @pytest.mark.parametrize("sql", JOINS)
 def test_joins_equal_spark(spark: SparkSession, joined: dict[str, pa.Table], sql: str) -> None:
-    mine = evaluate(parse_one(sql, read="spark"), joined)
+    mine = select(parse_one(sql, read="spark"), joined)
     assert mine is not None, sql
     expected = to_arrow(spark.sql(sql))
     assert [_unlarge(f.type) for f in mine.schema] == [_unlarge(f.type) for f in expected.schema]
@@ -195,7 +195,7 @@ def test_joins_equal_spark(spark: SparkSession, joined: dict[str, pa.Table], sql
 @pytest.mark.parametrize("sql", FALLBACKS)
 def test_outside_the_subset_falls_back(spark: SparkSession, rows: pa.Table, sql: str) -> None:
     spark.sql(sql).collect()  # Spark runs it: the fallback has somewhere to go
-    assert evaluate(parse_one(sql, read="spark"), {"rows": rows}) is None
+    assert select(parse_one(sql, read="spark"), {"rows": rows}) is None
 
 
 AGGREGATE = """

@@ -1,0 +1,184 @@
+"""The local engine: a block's SQL run in process on DuckDB, where it equals Spark's answer.
+
+A small change needs no Spark job when its delta terms can run over Arrow tables (the change
+feed and, for a join, the partners read on the driver). :func:`select` runs such a term on
+DuckDB (one in-memory database per process, a cursor per call) after
+:mod:`ivm.spark_types` typed every expression by Spark's rules and rewrote it so that DuckDB
+computes in those types; it returns None for anything outside that subset, or when DuckDB
+stops on a value Spark would wrap or turn into NULL (an overflow), and Spark evaluates the
+block then.
+
+Blocks taken: ``SELECT ... FROM t1 [CROSS | INNER] JOIN t2 [ON ...] ... [WHERE ...]`` over
+plain tables joined by equalities between their columns (a block whose tables are not all
+connected by equalities would be a cross product, whose size the change does not bound).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+import duckdb
+import pyarrow as pa
+from sqlglot import exp
+
+from ivm.key_ranges import join_columns
+from ivm.spark_types import NODE_TYPES, Columns, RefusedError, require, typed
+
+__all__ = ["refusal", "select"]
+
+THREADS = 1
+"""DuckDB threads of the local engine. A tick's terms are small by the engine rule
+(:mod:`ivm.engine_rule`), and one thread spares each query the start of a thread pool
+(measured: a 500-row filter in 1.4 ms on one thread, 6 ms on the default); views refresh
+in parallel by running their ticks concurrently, each on its own cursor."""
+
+_DATABASE: duckdb.DuckDBPyConnection | None = None
+_LOCK = threading.Lock()
+
+
+def _cursor() -> duckdb.DuckDBPyConnection:
+    """A new cursor on the process's in-memory database (each thread uses its own)."""
+    global _DATABASE
+    with _LOCK:
+        if _DATABASE is None:
+            _DATABASE = duckdb.connect(config={"threads": THREADS})
+        return _DATABASE.cursor()
+
+
+def refusal(query: exp.Select) -> str | None:
+    """Why the local engine cannot take the block whatever its tables hold, or None.
+
+    Checked before anything is read: :func:`select` may still fall back over the actual
+    types and values (a decimal Spark would round, an integer overflow).
+    """
+    try:
+        _tables(query)
+    except RefusedError as error:
+        return str(error)
+    for expression in _expressions(query):
+        for node in expression.walk():
+            if not isinstance(node, (exp.Alias, *NODE_TYPES)):
+                return f"{type(node).__name__} is not taken by the local engine"
+    return None
+
+
+def select(query: exp.Select, tables: Mapping[str, pa.Table]) -> pa.Table | None:
+    """The rows of the block, computed by DuckDB as Spark would compute them.
+
+    Args:
+        query: A qualified SELECT of an inner-join block (no grouping, ordering or
+            DISTINCT) whose outputs have names (aliases or columns).
+        tables: The Arrow table each relation name of the FROM clause reads, e.g. a change
+            feed (its columns plus ``_weight`` int64) or a source's rows.
+
+    Returns:
+        One column per output, named as the output, typed as Spark types it (decimals as
+        ``decimal128``; a column read as is keeps its Arrow type); None when the block or
+        one of its values is outside the subset of :mod:`ivm.spark_types`, or its tables
+        are not connected by equalities: Spark must evaluate it.
+    """
+    try:
+        rewritten, types = _rewritten(query, tables)
+    except RefusedError:
+        return None
+    cursor = _cursor()
+    try:
+        for item in _tables(query):
+            cursor.register(item.name, tables[item.name])
+        rows = cursor.sql(rewritten.sql("duckdb")).to_arrow_table()
+    except duckdb.Error:  # an overflow: Spark wraps it or makes it NULL
+        return None
+    finally:
+        cursor.close()
+    names = [s.alias_or_name for s in query.selects]
+    try:
+        return pa.table({name: rows.column(i).cast(data_type)
+                         for i, (name, data_type) in enumerate(zip(names, types, strict=True))})
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _rewritten(query: exp.Select, tables: Mapping[str, pa.Table]
+               ) -> tuple[exp.Select, list[pa.DataType]]:
+    """The block with every expression rewritten for DuckDB, and Spark's output types."""
+    items = _tables(query)
+    columns = _columns(items, tables)
+    _require_connected(query, [item.alias_or_name for item in items])
+    rewritten = query.copy()
+    outputs = [typed(_unaliased(s), columns) for s in query.selects]
+    rewritten.set("expressions", [exp.alias_(o.sql, s.alias_or_name, quoted=True)
+                                  for o, s in zip(outputs, query.selects, strict=True)])
+    for join in rewritten.args.get("joins") or []:
+        if join.args.get("on") is not None:
+            join.set("on", _condition(join.args["on"], columns))
+    where = rewritten.args.get("where")
+    if where is not None:
+        rewritten.set("where", exp.Where(this=_condition(where.this, columns)))
+    return rewritten, [o.type for o in outputs]
+
+
+def _condition(node: exp.Expr, columns: Columns) -> exp.Expr:
+    result = typed(node, columns)
+    require(pa.types.is_boolean(result.type), f"{node.sql()} is not boolean")
+    return result.sql
+
+
+def _tables(query: exp.Select) -> list[exp.Table]:
+    """The block's tables, when it is a plain inner-join block (else RefusedError)."""
+    clauses = {name for name, value in query.args.items() if value}
+    require(clauses <= {"expressions", "from_", "from", "joins", "where"},
+            f"clauses {sorted(clauses)} of more than an inner-join block")
+    source = query.args.get("from_") or query.args.get("from")
+    if source is None:
+        raise RefusedError("no FROM")
+    items = [source.this]
+    for join in query.args.get("joins") or []:
+        parts = {name for name, value in join.args.items() if value}
+        require(parts <= {"this", "on", "kind"} and join.kind in ("", "CROSS", "INNER"),
+                f"{join.sql()} is not an inner join")
+        items.append(join.this)
+    for item in items:
+        require(isinstance(item, exp.Table)
+                and {n for n, v in item.args.items() if v} <= {"this", "alias", "db", "catalog"},
+                f"{item.sql()} is not a plain table")
+    return items
+
+
+def _columns(items: list[exp.Table], tables: Mapping[str, pa.Table]) -> Columns:
+    """The type of every column of the block's tables, by (alias, column) in lower case."""
+    columns: dict[tuple[str, str], pa.DataType] = {}
+    aliases = set()
+    for item in items:
+        require(item.name in tables, f"{item.sql()} is not a given table")
+        alias = item.alias_or_name.lower()
+        require(alias not in aliases, f"alias {alias} twice")
+        aliases.add(alias)
+        names = [name.lower() for name in tables[item.name].column_names]
+        require(len(set(names)) == len(names), f"columns of {alias} differ only by case")
+        columns |= {(alias, name): field.type
+                    for name, field in zip(names, tables[item.name].schema, strict=True)}
+    return columns
+
+
+def _require_connected(query: exp.Select, aliases: list[str]) -> None:
+    """Refuse a block whose tables are not all connected by equalities (a cross product)."""
+    reached, frontier = {aliases[0]}, [aliases[0]]
+    while frontier:
+        alias = frontier.pop()
+        for _, theirs in join_columns(query, alias):
+            if theirs.table not in reached:
+                reached.add(theirs.table)
+                frontier.append(theirs.table)
+    require(reached >= set(aliases), "tables without an equality between them")
+
+
+def _expressions(query: exp.Select) -> list[exp.Expr]:
+    where = query.args.get("where")
+    conditions = [j.args.get("on") for j in query.args.get("joins") or []]
+    return [*query.selects, *(c for c in conditions if c is not None),
+            *([where.this] if where is not None else [])]
+
+
+def _unaliased(node: exp.Expr) -> exp.Expr:
+    return node.this if isinstance(node, exp.Alias) else node
