@@ -18,7 +18,8 @@ from lakehouse.spark.session import build_spark_session
 if TYPE_CHECKING:
     from tests.conftest_catalog import CatalogServerHandle
 
-pytest_plugins = ["tests.conftest_catalog", "tests.conftest_postgres", "tests.conftest_trino"]
+pytest_plugins = ["tests.conftest_catalog", "tests.conftest_postgres", "tests.conftest_trino",
+                  "tests.conftest_spark_cluster"]
 
 FLOAT_DIGITS = 6
 
