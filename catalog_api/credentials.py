@@ -115,10 +115,11 @@ class CredentialVendor:
         return self.enabled and wants_vended_credentials(access_delegation)
 
     def client_config(self) -> dict[str, str]:
-        """Table ``config`` entries clients need to reach the storage (endpoint, region)."""
+        """Table ``config`` entries clients need to reach the storage (endpoint, region, style)."""
         if self.s3 is None:
             return {}
-        config = {"s3.region": self.s3.region, "client.region": self.s3.region}
+        config = {"s3.region": self.s3.region, "client.region": self.s3.region,
+                  "s3.path-style-access": str(self.s3.path_style).lower()}
         if self.s3.endpoint:
             config["s3.endpoint"] = self.s3.endpoint
         return config

@@ -10,6 +10,7 @@ from ivm.aggregate_state import AggregateState
 from ivm.compiler import compile_view, referenced_sources
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, ArrowRead
 from ivm.driver_state import DRIVER_STATE_MAX_ROWS
+from ivm.engine_rule import LOCAL_LIMITS, Engine, local_refusal
 from ivm.errors import IvmError, NotIncrementalError, SqlParseError
 from ivm.evaluate import Maintained, SourceInput, maintain, recompute, reload, view_delta
 from ivm.explain import explain
@@ -23,8 +24,10 @@ from ivm.zset import WEIGHT, consolidate, expand, with_weight
 __all__ = [
     "DRIVER_READ_MAX_ROWS",
     "DRIVER_STATE_MAX_ROWS",
+    "LOCAL_LIMITS",
     "WEIGHT",
     "AggregateState",
+    "Engine",
     "ArrowRead",
     "IvmError",
     "KeyValues",
@@ -41,6 +44,7 @@ __all__ = [
     "consolidate",
     "expand",
     "explain",
+    "local_refusal",
     "maintain",
     "recompute",
     "reload",

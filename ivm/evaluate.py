@@ -225,7 +225,7 @@ def _spark_reason(plan: ViewPlan, state: AggregateState | None) -> str:
         return refused
     if state is None:
         return "an argument Spark types as inexact: the aggregate falls back to recompute"
-    return f"the aggregate state has more groups than the driver keeps ({DRIVER_STATE_MAX_ROWS:,})"
+    return "the aggregate state is on Spark (more groups than the driver keeps, or kept there)"
 
 
 def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
@@ -522,9 +522,9 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     changed = [scope.arrows.get(source) for source in scope.changed]
     change_rows = sum(a.num_rows for a in changed if a is not None)
     small = all(a is not None for a in changed) and change_rows <= DRIVER_DELTA_MAX_ROWS
-    local = (_rows_on_driver(scope, form.rows(), state) if small else
-             f"a change of {change_rows:,} rows, or not in Arrow (at most "
-             f"{DRIVER_DELTA_MAX_ROWS:,} run locally)")
+    local = (_rows_on_driver(scope, form.rows(), state) if small
+             else "a change feed not in Arrow" if any(a is None for a in changed)
+             else f"a change of {change_rows:,} rows (local: {DRIVER_DELTA_MAX_ROWS:,} at most)")
     engine: Engine = "local"
     if not isinstance(local, str):  # no Spark job
         change = driver_state.change_aggregate(form, local)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import httpx
@@ -16,9 +16,13 @@ from catalog_api import CatalogSettings
 from catalog_api.security import AuthSetupError
 from lakehouse.config import Config
 from lakehouse.errors import CatalogAccessError, CatalogUnavailableError, ConfigError
+from lakehouse.storage import pyiceberg_properties, storage_s3
+from lakehouse.storage_probe import prepare_warehouse
 
 TOKEN_PATH = "/v1/oauth/tokens"
 """The catalog's OAuth2 token endpoint, relative to its base URI."""
+NO_ACCESS_DELEGATION = "header.X-Iceberg-Access-Delegation"
+"""pyiceberg's property for that header; empty, the client asks for no vended credentials."""
 
 
 def oauth_properties(uri: str, credential: str | None) -> dict[str, str]:
@@ -54,7 +58,8 @@ def request_token(uri: str, credential: str) -> str:
     return token
 
 
-def connect_catalog(uri: str, credential: str | None = None) -> RestCatalog:
+def connect_catalog(uri: str, credential: str | None = None,
+                    properties: Mapping[str, str] | None = None) -> RestCatalog:
     """A pyiceberg client of the REST catalog at ``uri``, its access checked now.
 
     Its ``/v1/config`` is read, a token fetched with ``credential``, and the namespaces
@@ -63,6 +68,8 @@ def connect_catalog(uri: str, credential: str | None = None) -> RestCatalog:
     Args:
         uri: The catalog's base URI.
         credential: ``client_id:secret`` of the pipeline's principal; None for an open catalog.
+        properties: More client properties, such as the storage's
+            (:func:`storage_properties`).
 
     Raises:
         CatalogUnavailableError: Nothing answers there, or not as an Iceberg REST catalog.
@@ -70,7 +77,8 @@ def connect_catalog(uri: str, credential: str | None = None) -> RestCatalog:
     """
     client_id = credential.partition(":")[0] if credential else None
     try:
-        catalog = RestCatalog("lakehouse", uri=uri, **oauth_properties(uri, credential))
+        catalog = RestCatalog("lakehouse", uri=uri, **oauth_properties(uri, credential),
+                              **(properties or {}))
         catalog.list_namespaces()
         return catalog
     except (OAuthError, UnauthorizedError, ForbiddenError) as error:
@@ -96,9 +104,27 @@ def catalog_answers(uri: str) -> bool:
 
 
 def catalog_settings(config: Config) -> CatalogSettings:
-    """The settings of the catalog this configuration serves (embedded, or ``serve``)."""
+    """The settings of the catalog this configuration serves (embedded, or ``serve``).
+
+    Its S3 storage is the pipeline's (:func:`lakehouse.storage.storage_s3`): the same
+    endpoint, region and path-style access.
+    """
     return CatalogSettings(warehouse=config.warehouse_uri, database_url=config.database_url,
-                           auth=config.catalog.auth, s3=config.catalog.s3)
+                           auth=config.catalog.auth,
+                           s3=storage_s3(config) or config.catalog.s3)
+
+
+def storage_properties(config: Config) -> dict[str, str]:
+    """The pyiceberg client properties for the pipeline's own access to the storage.
+
+    On S3, the FileIO's endpoint, region and addressing style, and no
+    ``X-Iceberg-Access-Delegation`` request: the pipeline reads and writes with its own
+    AWS credentials (the standard chain), not with credentials the catalog vends.
+    """
+    s3 = storage_s3(config)
+    if s3 is None:
+        return {}
+    return {**pyiceberg_properties(s3), NO_ACCESS_DELEGATION: ""}
 
 
 def auth_config_error(error: AuthSetupError) -> ConfigError:
@@ -147,16 +173,25 @@ def open_catalog(config: Config) -> Iterator[Catalog]:
     """A pyiceberg client of the configured catalog.
 
     When the catalog is embedded and no process serves it, one is started on a free
-    loopback port for the duration of the block.
+    loopback port for the duration of the block. An object store warehouse is checked
+    first (:func:`lakehouse.storage_probe.prepare_warehouse`).
+
+    Raises:
+        lakehouse.errors.StorageError: The warehouse's storage cannot be used.
+        CatalogUnavailableError: The catalog does not answer.
+        CatalogAccessError: It refuses the pipeline's credential.
     """
     credential = pipeline_credential(config)
+    properties = storage_properties(config)
     if catalog_answers(config.catalog_uri) or not config.catalog.embedded:
-        yield connect_catalog(config.catalog_uri, credential)
+        if not config.warehouse_is_local:  # the caller reads Delta tables there
+            prepare_warehouse(config)
+        yield connect_catalog(config.catalog_uri, credential, properties)
         return
     from lakehouse.runtime import start_catalog
 
     server = start_catalog(config, port=0)
     try:
-        yield connect_catalog(server.uri, credential)
+        yield connect_catalog(server.uri, credential, properties)
     finally:
         server.stop()

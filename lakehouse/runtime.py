@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
+import contextlib
 import time
+import uuid
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -16,7 +17,7 @@ from pyspark.sql import SparkSession
 from catalog_api.errors import ListenError as CatalogListenError
 from catalog_api.security import AuthSetupError
 from catalog_api.server import RunningServer, serve_in_thread
-from ivm import SourceInput, ViewPlan, recompute, referenced_sources
+from ivm import SourceInput, ViewPlan, local_refusal, recompute, referenced_sources
 from lakehouse.catalog_client import (
     auth_config_error,
     catalog_answers,
@@ -24,10 +25,11 @@ from lakehouse.catalog_client import (
     connect_catalog,
     pipeline_credential,
     register_delta_copy,
+    storage_properties,
 )
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
-from lakehouse.errors import ListenError, SourceError
+from lakehouse.errors import ConfigError, ListenError, SourceError
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns
@@ -39,9 +41,11 @@ from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.sources.manifest_cache import ManifestCache
 from lakehouse.spark.arrow import to_arrow
 from lakehouse.spark.session import build_spark_session
+from lakehouse.storage import delta_options, storage_s3, warehouse_folder
+from lakehouse.storage_probe import prepare_warehouse
 from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
-from sinks.iceberg import IcebergSink
+from sinks.iceberg import ARROW_MAX_ROWS, IcebergSink
 from sinks.refresh_state import RefreshStates, SourceTable
 
 
@@ -58,9 +62,10 @@ def start_catalog(config: Config, port: int | None = None) -> RunningServer:
     Raises:
         lakehouse.errors.ListenError: The address cannot be bound (it is taken, for one), or
             it is not loopback and ``catalog.auth`` is off.
+        lakehouse.errors.StorageError: The warehouse's storage cannot be used.
         ConfigError: A secret of ``catalog.auth`` cannot be read.
     """
-    config.warehouse_path.mkdir(parents=True, exist_ok=True)
+    prepare_warehouse(config)
     try:
         return serve_in_thread(catalog_settings(config), config.catalog.host,
                                config.catalog.port if port is None else port)
@@ -82,34 +87,43 @@ def _source_table(source: Source) -> SourceTable:
 class Runtime(AbstractContextManager["Runtime"]):
     """Everything a tick needs, started once per process.
 
+    Scratch files (Arrow tables handed to Spark) go to a folder of this process under
+    ``<warehouse>/_scratch``, on the warehouse's storage, so executors on other machines
+    read them too.
+
     Args:
         config: The validated configuration.
         start_embedded_catalog: Start the catalog service when the config says it is
             embedded (False when another process serves it).
+
+    Raises:
+        lakehouse.errors.StorageError: The warehouse's storage cannot be used.
     """
 
     def __init__(self, config: Config, *, start_embedded_catalog: bool = True):
         self.config = config
         for view in config.views:  # a cycle between views is refused before anything starts
             refresh_order(config, view)
+        prepare_warehouse(config)  # before the catalog and Spark meet a missing bucket
         self.server: RunningServer | None = None
         if config.catalog.embedded and start_embedded_catalog and not catalog_answers(
                 config.catalog_uri):
             self.server = start_catalog(config)
         self.credential = pipeline_credential(config)
-        self.catalog: Catalog = connect_catalog(config.catalog_uri, self.credential)
+        self.catalog: Catalog = connect_catalog(config.catalog_uri, self.credential,
+                                                storage_properties(config))
         self.spark: SparkSession = build_spark_session(
             app_name="lakehouse-freshness", master=config.spark.master,
             catalog_name=config.spark.catalog_name, catalog_uri=config.catalog_uri,
             catalog_credential=self.credential,
             warehouse=config.warehouse_uri, extra_conf=config.spark.conf,
             jars=[Path(j) for j in config.spark.jars] or None,
-            jars_packages=config.spark.jars_packages,
+            jars_packages=config.spark.jars_packages, s3=storage_s3(config),
         )
         # Iceberg's "Unclosed ResolvingFileIO" warnings print whole stack traces.
         self.spark.sparkContext.setLogLevel(config.spark.log_level)
-        self.scratch_dir = config.warehouse_path / "_scratch"
-        self.bridge = ArrowBridge(self.spark, self.scratch_dir)
+        self.bridge = ArrowBridge(self.spark,
+                                  warehouse_folder(config, "_scratch", uuid.uuid4().hex))
         self.column_cache = ColumnCache(config.column_cache_bytes)
         self.manifest_cache = ManifestCache()
         self.readers: dict[str, SourceReader] = {
@@ -124,7 +138,8 @@ class Runtime(AbstractContextManager["Runtime"]):
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
-            return DeltaSourceReader(self.spark, name, source.delta)
+            return DeltaSourceReader(self.spark, name, source.delta,
+                                     storage_options=delta_options(self.config, source.delta))
         if isinstance(source, ViewSource):
             identifier, ref = source.view, "main"
         else:
@@ -154,14 +169,21 @@ class Runtime(AbstractContextManager["Runtime"]):
             ivm.SqlParseError: The view's SQL does not resolve against its sources.
             lakehouse.errors.SourceError: A source's table cannot be read.
             lakehouse.errors.RefreshError: The SQL yields columns the sinks lack.
+            lakehouse.errors.ConfigError: The view's engine is ``local`` and the local
+                engine cannot take its plan (the reason is named).
         """
         if view.name not in self._plans:
             sinks = self.sinks(view)
             frontier = next((f for f in sinks.frontiers().values() if f), None)
             keys = {name: key for name in referenced_sources(view.sql) & set(self.readers)
                     if (key := self.source_key(name))}
-            self._plans[view.name] = self.schemas.compile(view, frontier, built_columns(sinks),
-                                                          keys)
+            plan = self.schemas.compile(view, frontier, built_columns(sinks), keys)
+            refused = local_refusal(plan)
+            if self.config.view_engine(view) == "local" and refused is not None:
+                index = self.config.views.index(view)
+                raise ConfigError(f"the local engine cannot run view {view.name}: {refused}",
+                                  key=f"views.{index}.engine")
+            self._plans[view.name] = plan
         return self._plans[view.name]
 
     def source_key(self, name: str) -> tuple[str, ...] | None:
@@ -181,10 +203,15 @@ class Runtime(AbstractContextManager["Runtime"]):
     def sinks(self, view: ViewConfig) -> ViewSinks:
         """The configured sinks of ``view``; their commits record its sources' refresh state."""
         states = self.refresh_states(view)
+        # engine spark: nothing collected to the driver, the sink is written from executors
+        collect = 0 if self.config.view_engine(view) == "spark" else ARROW_MAX_ROWS
         iceberg = (IcebergSink(self.spark, self.catalog, self.config.spark.catalog_name, view.name,
-                               refresh_states=states, planner=self.manifest_cache)
+                               refresh_states=states, arrow_max_rows=collect,
+                               planner=self.manifest_cache)
                    if "iceberg" in view.sinks else None)
-        delta = (DeltaSink(self.delta_uri(view), app_id=f"lakehouse:{view.name}",
+        uri = self.delta_uri(view)
+        delta = (DeltaSink(uri, app_id=f"lakehouse:{view.name}",
+                           storage_options=delta_options(self.config, uri),
                            refresh_states=states, spark=self.spark)
                  if "delta" in view.sinks else None)
         return ViewSinks(iceberg, delta)
@@ -242,7 +269,8 @@ class Runtime(AbstractContextManager["Runtime"]):
                 target = current_frontier(self.readers, sources)
                 self.schemas.check(view, sinks, committed)  # SchemaChangedError: view stops
                 result = refresh_view(view, self.plan(view), self.readers, sinks, self.states,
-                                      committed, target, self.config.driver_read_max_rows)
+                                      committed, target, self.config.driver_read_max_rows,
+                                      self.config.view_engine(view))
         except Exception:
             self.metrics.record_failure(view.name)
             raise
@@ -268,7 +296,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.spark.stop()
         if self.server is not None:
             self.server.stop()
-        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # scratch left behind is no reason to fail
+            self.bridge.remove()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:

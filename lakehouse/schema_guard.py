@@ -30,6 +30,7 @@ from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig, Vie
 from lakehouse.errors import LakehouseError, RefreshError, SchemaChangedError, SourceError
 from lakehouse.refresh import ViewSinks
 from lakehouse.sources.schema import SourceSchema, delta_schema, iceberg_schema
+from lakehouse.storage import delta_options
 
 Change = Literal["dropped", "renamed", "retyped", "replaced"]
 
@@ -130,7 +131,9 @@ class SchemaGuard:
         source = self.config.sources[name]
         try:
             if isinstance(source, DeltaSource):
-                return delta_schema(DeltaTable(source.delta, version=version))
+                return delta_schema(DeltaTable(
+                    source.delta, version=version,
+                    storage_options=delta_options(self.config, source.delta)))
             return iceberg_schema(self._iceberg_metadata(name), version)
         except (DeltaError, NoSuchTableError, OSError, SourceError):
             return None

@@ -13,6 +13,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from ivm import referenced_sources
 from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
 from lakehouse.schema_guard import SchemaGuard
+from lakehouse.storage import delta_options
 from sinks.frontier import FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
 
 
@@ -47,7 +48,8 @@ def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
     source = config.sources[name]
     try:
         if isinstance(source, DeltaSource):
-            return DeltaTable(source.delta).version()
+            return DeltaTable(source.delta,
+                              storage_options=delta_options(config, source.delta)).version()
         if isinstance(source, IcebergSource):
             ref = catalog.load_table(source.iceberg).metadata.refs.get(source.ref)
             return ref.snapshot_id if ref is not None else None

@@ -53,6 +53,9 @@ class S3Settings(BaseModel):
     Attributes:
         endpoint: S3 endpoint URL (e.g. ``http://127.0.0.1:9000``); AWS's when unset.
         region: Region of the bucket and of STS.
+        path_style_access: Address buckets in the path (``http://host/bucket/key``) rather
+            than in the host name; None: path-style exactly when ``endpoint`` is set (MinIO,
+            moto and most S3-compatible stores need it, AWS does not).
         access_key_id: The catalog server's own access key (it writes metadata files).
         secret_access_key: Secret of ``access_key_id``.
         session_token: Session token of the server's own credentials, if temporary.
@@ -69,6 +72,7 @@ class S3Settings(BaseModel):
 
     endpoint: str | None = None
     region: str = "us-east-1"
+    path_style_access: bool | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
     session_token: str | None = None
@@ -78,6 +82,13 @@ class S3Settings(BaseModel):
     vend_credentials: bool = True
     remote_signing: bool = True
 
+    @property
+    def path_style(self) -> bool:
+        """Whether requests address the bucket in the path (see ``path_style_access``)."""
+        if self.path_style_access is not None:
+            return self.path_style_access
+        return self.endpoint is not None
+
     def file_io_properties(self) -> dict[str, str]:
         """The server's own pyiceberg FileIO properties for this storage."""
         properties = {
@@ -86,6 +97,9 @@ class S3Settings(BaseModel):
             "s3.access-key-id": self.access_key_id,
             "s3.secret-access-key": self.secret_access_key,
             "s3.session-token": self.session_token,
+            # pyarrow addresses buckets in the path exactly when an endpoint is set
+            "s3.force-virtual-addressing": "true" if self.endpoint and not self.path_style
+            else None,
         }
         return {key: value for key, value in properties.items() if value}
 

@@ -15,36 +15,58 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import NullType, StructType
 
+from lakehouse.storage import Folder
+
 
 class ArrowBridge:
-    """Write Arrow tables as Parquet under ``scratch_dir`` and read them with Spark.
+    """Write Arrow tables as Parquet in a scratch folder and read them with Spark.
 
-    Files live until :meth:`clear`; the DataFrames read them lazily, so clear only
-    once every DataFrame built from them has been consumed.
+    The folder is on the warehouse's storage (local or ``s3://``), so that executors on
+    other machines read the files too. Files live until :meth:`clear`; the DataFrames read
+    them lazily, so clear only once every DataFrame built from them has been consumed.
+
+    Args:
+        spark: The session that reads the files.
+        scratch: The folder the files go to (a local path, or a folder of any file
+            system); this bridge's own (:meth:`clear` and :meth:`remove` empty and delete
+            it).
     """
 
-    def __init__(self, spark: SparkSession, scratch_dir: Path):
+    def __init__(self, spark: SparkSession, scratch: Folder | Path):
         self.spark = spark
-        self.scratch_dir = scratch_dir
+        self.scratch = scratch if isinstance(scratch, Folder) else Folder.local(scratch)
+        self._created = False
 
     def to_spark(self, table: pa.Table) -> DataFrame:
         """Return ``table`` as a Spark DataFrame (same columns; strings as string).
 
         The file's schema is given to the reader, which otherwise runs a Spark job to
         read it back from the file's footer.
+
+        Raises:
+            OSError: The scratch folder cannot be written.
         """
-        self.scratch_dir.mkdir(parents=True, exist_ok=True)
-        path = self.scratch_dir / f"{uuid.uuid4().hex}.parquet"
+        if not self._created:
+            self.scratch.filesystem.create_dir(self.scratch.path, recursive=True)
+            self._created = True
+        file = self.scratch.child(f"{uuid.uuid4().hex}.parquet")
         plain = plain_types(table)
-        pq.write_table(plain, path)
+        pq.write_table(plain, file.path, filesystem=file.filesystem)
         schema = _spark_schema(plain.schema)
         reader = self.spark.read if schema is None else self.spark.read.schema(schema)
-        return reader.parquet(str(path))
+        return reader.parquet(file.uri)
 
     def clear(self) -> None:
         """Delete every file this bridge wrote."""
-        for path in self.scratch_dir.glob("*.parquet"):
-            path.unlink(missing_ok=True)
+        self.scratch.filesystem.delete_dir_contents(self.scratch.path, missing_dir_ok=True)
+
+    def remove(self) -> None:
+        """Delete the scratch folder with its files."""
+        self._created = False
+        try:
+            self.scratch.filesystem.delete_dir(self.scratch.path)
+        except FileNotFoundError:
+            pass
 
 
 def _spark_schema(schema: pa.Schema) -> StructType | None:

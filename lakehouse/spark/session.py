@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from catalog_api.core.config import S3Settings
 from lakehouse.catalog_client import oauth_properties
 from lakehouse.spark.jars import spark_jars
 
@@ -19,6 +20,7 @@ __all__ = [
     "ICEBERG_EXTENSIONS",
     "build_spark_session",
     "iceberg_session_conf",
+    "s3_session_conf",
 ]
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -95,6 +97,49 @@ def iceberg_session_conf(
     return conf
 
 
+S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+AWS_CREDENTIALS_CHAIN = "com.amazonaws.auth.DefaultAWSCredentialsProviderChain"
+"""Environment variables, Java system properties, web identity, ``AWS_PROFILE``'s profile,
+then the container's or instance's role (S3A's default chain has no profile)."""
+
+
+def s3_session_conf(catalog_name: str, s3: S3Settings) -> dict[str, str]:
+    """Return the Spark configuration that reaches an S3 warehouse.
+
+    Iceberg tables (``s3://`` locations) go through Iceberg's S3FileIO, set up by the
+    catalog's ``s3.endpoint``, ``s3.path-style-access`` and ``client.region``. Everything
+    else (Delta tables, the scratch Parquet files) goes through Hadoop's S3A, which also
+    serves the ``s3`` scheme (``fs.s3.impl``): a Delta table keeps one URI, ``s3://...``,
+    for Spark, delta-rs, DuckDB and the catalog, rather than an ``s3a://`` alias for Spark
+    alone. Credentials come from the standard AWS chain on the driver and on each executor
+    (:data:`AWS_CREDENTIALS_CHAIN`; the AWS SDK v2's default chain for S3FileIO).
+
+    Args:
+        catalog_name: The Spark catalog name of the Iceberg catalog.
+        s3: The storage, as :func:`lakehouse.storage.storage_s3` resolves it.
+
+    Returns:
+        Configuration keys and values (no credential among them).
+    """
+    hadoop, catalog = "spark.hadoop.fs.s3a", f"spark.sql.catalog.{catalog_name}"
+    path_style = str(s3.path_style).lower()
+    conf = {
+        "spark.hadoop.fs.s3.impl": S3A_FILESYSTEM,
+        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+        f"{hadoop}.aws.credentials.provider": AWS_CREDENTIALS_CHAIN,
+        f"{hadoop}.endpoint.region": s3.region,
+        f"{hadoop}.path.style.access": path_style,
+        f"{catalog}.client.region": s3.region,
+        f"{catalog}.s3.path-style-access": path_style,
+    }
+    if s3.endpoint:
+        conf[f"{hadoop}.endpoint"] = s3.endpoint
+        conf[f"{hadoop}.connection.ssl.enabled"] = str(
+            not s3.endpoint.startswith("http://")).lower()
+        conf[f"{catalog}.s3.endpoint"] = s3.endpoint
+    return conf
+
+
 def build_spark_session(
     *,
     app_name: str,
@@ -107,6 +152,7 @@ def build_spark_session(
     jars: Sequence[Path] | None = None,
     jars_packages: str | None = None,
     catalog_credential: str | None = None,
+    s3: S3Settings | None = None,
 ) -> SparkSession:
     """Start (or reuse) a Spark session with Iceberg, Delta and one Iceberg catalog as default.
 
@@ -127,6 +173,7 @@ def build_spark_session(
         jars: Jars for ``spark.jars``; default: :func:`lakehouse.spark.jars.spark_jars`.
         jars_packages: Maven coordinates for ``spark.jars.packages``, used instead of jars.
         catalog_credential: ``client_id:secret`` of the pipeline's principal at the catalog.
+        s3: The S3 storage of the warehouse or sources, if any (:func:`s3_session_conf`).
 
     Returns:
         The session, with log level WARN.
@@ -149,6 +196,7 @@ def build_spark_session(
             jars_packages=jars_packages,
             catalog_credential=catalog_credential,
         ),
+        **(s3_session_conf(catalog_name, s3) if s3 is not None else {}),
         **extra_conf,
     }
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -15,6 +15,7 @@ from ivm import (
     SourceInput,
     ViewPlan,
     compile_view,
+    local_refusal,
     maintain,
     recompute,
     reload,
@@ -185,29 +186,35 @@ def _ticks(spark: SparkSession, plan: ViewPlan, start: list[tuple], batches: lis
     loaded = reload(plan, first)  # the initial load, as in a refresh
     state = multiset(loaded.rows.collect())
     assert state == multiset(recompute(plan, first).collect())
-    kept = loaded.state
+    kept, engines, local_changes = loaded.state, set(), 0
     for tick, batch in enumerate(batches):
         old = {"flights": flights, "airlines": airlines}
         flights, airlines = _step(flights, airlines, batch)
         new = {"flights": flights, "airlines": airlines}
+        # Even ticks may run on the local engine, odd ticks run on Spark. On even ticks the
+        # change feeds come in Arrow too, as sources give them, and the sources can be read
+        # on the driver: a tick whose aggregate state is on the driver then computes the
+        # block's delta on the local engine (DuckDB), where the plan allows it.
+        local = tick % 2 == 0
         inputs = {}
         for name, schema in spark_rows.items():
             delta = _zset(spark, old[name], new[name], schema)
-            # Every other tick the change feeds come in Arrow too, as sources give them,
-            # and the sources can be read on the driver: their join keys (IN lists) are
-            # then read from Arrow, else by a Spark job, and a tick whose state is on the
-            # driver evaluates its block there.
             frames = _frame(spark, new[name], schema), _frame(spark, old[name], schema)
-            reader = arrow_reader(*(to_arrow(f) for f in frames)) if tick % 2 else None
-            inputs[name] = SourceInput(*frames, delta, to_arrow(delta) if tick % 2 else None,
+            reader = arrow_reader(*(to_arrow(f) for f in frames)) if local else None
+            inputs[name] = SourceInput(*frames, delta, to_arrow(delta) if local else None,
                                        reader)
-        # Every other tick drops the aggregate state, which is then rebuilt from @old: on
-        # Spark at tick 1, on the driver (where the view's outputs allow it) at tick 3.
-        # The initial load keeps it on the driver.
-        maintained = maintain(plan, inputs, kept if tick % 2 == 0 else None,
-                              driver_state_max_rows=0 if tick == 1 else DRIVER_STATE_MAX_ROWS)
+            local_changes += delta.count() if local else 0
+        # Tick 0 keeps the initial load's state (on the driver where the view's outputs
+        # allow it); later ticks drop it, and it is rebuilt from @old: on Spark at odd
+        # ticks, on the driver at even ones.
+        maintained = maintain(plan, inputs, kept if tick == 0 else None,
+                              driver_state_max_rows=DRIVER_STATE_MAX_ROWS if local else 0)
         kept = maintained.state
+        engines.add(maintained.engine)
+        assert local or maintained.engine == "spark"
         for row in maintained.rows.collect():
             state[normal_row(tuple(row)[:-1])] += row["_weight"]
         assert all(w >= 0 for w in state.values()), state
         assert +state == multiset(recompute(plan, inputs).collect())
+    if local_refusal(plan) is None and local_changes:  # the shape ran on both engines
+        assert "local" in engines, f"no tick of {plan.sql} ran on the local engine"

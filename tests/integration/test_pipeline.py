@@ -166,6 +166,40 @@ def test_auto_policy_recomputes_a_large_change_in_full(
     assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, runtime.config)
 
 
+def test_the_engine_setting_chooses_where_ticks_run(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    """``auto`` runs a small change on the local engine, ``spark`` on Spark: same rows."""
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    sql = "SELECT carrier, COUNT(*) AS n, SUM(flight) AS flights FROM flights GROUP BY carrier"
+    data["views"] = [{"name": f"{namespace}.on_{engine}", "sql": sql, "engine": engine,
+                      "full_refresh_ratio": 10}  # the change is large against 4 rows
+                     for engine in ("auto", "spark")]
+    runtime = Runtime(parse_config(data))
+    views = runtime.config.views
+    assert [runtime.refresh(v).engine for v in views] == ["spark", "spark"]  # initial loads
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('AA', 9, 1.0), ('KL', 8, 2.0)")
+    spark.sql(f"DELETE FROM lakehouse.{namespace}.flights WHERE flight = 3")
+    auto, on_spark = (runtime.refresh(v) for v in views)
+    assert (auto.mode, auto.engine) == ("incremental", "local"), auto.engine_reason
+    assert auto.engine_reason.startswith("a change of 3 rows; a state of 3 groups")
+    assert (on_spark.mode, on_spark.engine) == ("incremental", "spark")
+    expected = multiset(tuple(r.values()) for r in runtime.recompute(views[0]).to_pylist())
+    for view in views:
+        table = DeltaTable(runtime.delta_uri(view)).to_pyarrow_table()
+        assert _iceberg_rows(rest_catalog, view.name) == expected
+        assert multiset(tuple(r.values()) for r in table.to_pylist()) == expected
+    data["views"] = [{"name": f"{namespace}.top", "engine": "local",
+                      "sql": "SELECT carrier, MAX(flight) AS top FROM flights GROUP BY carrier"}]
+    refusing = Runtime(parse_config(data))
+    with pytest.raises(ConfigError) as refused:
+        refusing.refresh(refusing.config.views[0])
+    assert refused.value.key == "views.0.engine"
+    assert "only aggregates by the invertible aggregate law" in str(refused.value)
+
+
 def test_a_diamond_of_views_refreshes_upstream_first(
     spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
     sources: tuple[str, Path],

@@ -15,6 +15,8 @@ from lakehouse.errors import ConfigError
         ({"catalog": {"listen": "8181"}}, "catalog.listen"),
         ({"spark": {"mastr": "local"}}, "spark.mastr"),
         ({"views": [{"name": "v.a", "sql": "s", "refresh": "sometimes"}]}, "views.0.refresh"),
+        ({"views": [{"name": "v.a", "sql": "s", "engine": "duckdb"}]}, "views.0.engine"),
+        ({"engine": "gpu"}, "engine"),
     ],
 )
 def test_invalid_config_names_the_key(document: dict, key: str) -> None:
@@ -39,6 +41,14 @@ def test_cadences_and_defaults(tmp_path: Path) -> None:
     assert config.sources["airlines"].delta == str(tmp_path / "data" / "airlines")
     assert config.database_url == f"sqlite:///{tmp_path / 'warehouse' / 'catalog.db'}"
     assert config.catalog_uri == "http://127.0.0.1:8181/iceberg"
+
+
+def test_a_view_takes_the_top_level_engine_unless_it_sets_its_own() -> None:
+    config = parse_config({"engine": "spark", "views": [
+        {"name": "v.a", "sql": "s"}, {"name": "v.b", "sql": "s", "engine": "local"}]})
+    assert [config.view_engine(v) for v in config.views] == ["spark", "local"]
+    assert parse_config({"views": [{"name": "v.a", "sql": "s"}]}).view_engine(
+        config.views[0]) == "auto"
 
 
 def test_duplicate_views_rejected() -> None:

@@ -26,6 +26,8 @@ import yaml
 
 from lakehouse.cli import app
 from lakehouse.config import Config, load_config
+from lakehouse.spark.session import s3_session_conf
+from lakehouse.storage import storage_s3
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -232,7 +234,9 @@ def test_cluster_config_loads(cluster_config: Config) -> None:
     assert "@postgres:5432/" in cluster_config.database_url
     assert ":" not in cluster_config.database_url.split("//", 1)[1].split("@", 1)[0]  # no pw
     assert cluster_config.spark.master == "spark://spark-master:7077"
-    conf = cluster_config.spark.conf
+    s3 = storage_s3(cluster_config)  # every S3 client of the pipeline and the catalog
+    assert s3 is not None and s3.endpoint == "http://minio:9000" and s3.path_style
+    conf = s3_session_conf(cluster_config.spark.catalog_name, s3)
     assert conf["spark.sql.catalog.lakehouse.s3.endpoint"] == "http://minio:9000"
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
 
