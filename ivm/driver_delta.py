@@ -163,9 +163,7 @@ def _term(query: exp.Select, position: int, order: Sequence[int],
         if rows.num_rows == 0:
             return EMPTY
         known[table.alias_or_name] = relations[relation(role, table.name)] = rows
-    result = local_engine.select(term, relations)
-    return result if result is not None else (
-        "a value Spark computes otherwise (an overflow, or a decimal Spark rounds)")
+    return local_engine.run(term, relations)
 
 
 def _read_order(query: exp.Select, position: int, changes: Collection[str]) -> list[int]:

@@ -18,12 +18,18 @@ The subset:
   digits keeps ``max(38 - integer digits, min(scale, 6))`` digits of scale). DuckDB computes
   them in Spark's result type, 38-digit intermediates for decimals, so an integer overflow
   (Spark wraps) or a 38-digit overflow (Spark: NULL) is a DuckDB error, and the block falls
-  back to Spark. A decimal result Spark would round is refused;
+  back to Spark (the local engine turns off DuckDB's expression rewriter, which would move a
+  constant across a comparison, ``x + 1 < 0`` into ``x < -1``, and so never compute the
+  overflowing sum). Literals are cast to their Spark type (DuckDB would type ``2147483648``
+  as a bigint, or a long decimal literal as a double). A decimal result Spark would round
+  is refused;
 - comparisons of two numbers (their wider decimal type at most 38 digits), two strings
-  (both engines compare UTF-8 bytes), two booleans, two dates, two doubles (NaN equals NaN
-  and sorts last, -0.0 equals 0.0 in both), or a date and an ISO date string
-  (``PromoteStrings``); ``BETWEEN``, ``IN`` over literals, ``IS [NOT] NULL``, ``AND``, ``OR``
-  and ``NOT`` (three-valued logic in both).
+  (both engines compare UTF-8 bytes), two booleans, two dates, two doubles of one table
+  (NaN equals NaN and sorts last, -0.0 equals 0.0 in both; an equality of doubles of two
+  tables is refused: DuckDB's hash join matches neither NaN with NaN nor -0.0 with 0.0, where
+  Spark normalizes join keys), or a date and an ISO date string (``PromoteStrings``);
+  ``BETWEEN``, ``IN`` over literals, ``IS [NOT] NULL``, ``AND``, ``OR`` and ``NOT``
+  (three-valued logic in both).
 
 Refused: arithmetic on doubles, division, functions, CASE, LIKE, casts other than the date
 literal's. Source: Spark 3.5 ``DecimalPrecision``, ``DecimalType.adjustPrecisionScale``,
@@ -37,6 +43,7 @@ import datetime
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pyarrow as pa
 from sqlglot import exp
@@ -77,8 +84,8 @@ class Typed:
         integer_literal: The value of an integer literal (Spark types it by its digits
             in decimal arithmetic), else None.
         decimal_literal: The value of a decimal literal, else None.
-        date_literal: The value of a date literal (or of a date literal shifted by an
-            interval), else None.
+        date_literal: The value of a date literal, else None (also for a date literal
+            shifted by an interval, which is not shifted again).
     """
 
     sql: exp.Expr
@@ -151,8 +158,8 @@ def _literal(node: exp.Expr) -> Typed:
     if re.fullmatch(r"\d+", text):
         number = int(text)
         require(number < 2**63, f"integer literal {text} out of bigint")
-        return Typed(node.copy(), pa.int32() if number < 2**31 else pa.int64(),
-                     integer_literal=number)
+        data_type = pa.int32() if number < 2**31 else pa.int64()
+        return Typed(_cast(node.copy(), data_type), data_type, integer_literal=number)
     match = re.fullmatch(r"(\d*)\.(\d+)", text)
     require(match is not None, f"numeric literal {text} (Spark types it as double)")
     assert match is not None
@@ -160,8 +167,8 @@ def _literal(node: exp.Expr) -> Typed:
     scale = len(match.group(2))
     precision = max(len(digits), scale)
     require(precision <= MAX_PRECISION, f"decimal literal {text} out of range")
-    decimal = pa.decimal128(precision, scale)
-    return Typed(_cast(node.copy(), decimal), decimal, decimal_literal=text)
+    decimal = pa.decimal128(precision, scale)  # from text: DuckDB reads long literals as doubles
+    return Typed(_cast(exp.Literal.string(text), decimal), decimal, decimal_literal=text)
 
 
 def _iso_date(text: str) -> datetime.date:
@@ -217,8 +224,7 @@ def _date_shift(node: exp.Expr, columns: Columns) -> Typed:
     require(base.date_literal is not None, "interval arithmetic on a column")
     shifted = type(node)(this=base.sql, expression=exp.Interval(
         this=exp.Literal.string(amount.this), unit=exp.var(unit_name)))
-    return Typed(exp.cast(shifted, exp.DataType.Type.DATE), pa.date32(),
-                 date_literal=base.date_literal)
+    return Typed(exp.cast(shifted, exp.DataType.Type.DATE), pa.date32())
 
 
 def _decimal_arithmetic(node: exp.Expr, a: Typed, b: Typed) -> Typed:
@@ -254,9 +260,10 @@ def _negate(node: exp.Expr, columns: Columns) -> Typed:
     value = typed(node.this, columns)
     require(_is_integer(value) or _is_decimal(value), f"-{value.type}")
     if isinstance(node.this, exp.Literal) and value.integer_literal is not None:
-        number = -value.integer_literal
+        number = -value.integer_literal  # cast after the minus: 2147483648 is no int
         data_type = pa.int32() if number >= -2**31 else pa.int64()
-        return Typed(exp.Neg(this=value.sql), data_type, integer_literal=number)
+        return Typed(_cast(exp.Neg(this=node.this.copy()), data_type), data_type,
+                     integer_literal=number)
     literal = f"-{value.decimal_literal}" if value.decimal_literal is not None else None
     return Typed(exp.Neg(this=exp.Paren(this=value.sql)), value.type, decimal_literal=literal)
 
@@ -275,6 +282,10 @@ def _is_numeric(value: Typed) -> bool:
 
 def _compare(node: exp.Expr, columns: Columns) -> Typed:
     a, b = _comparable(typed(node.this, columns), typed(node.expression, columns))
+    tables = {c.table.lower() for c in node.find_all(exp.Column)}
+    require(not (isinstance(node, (exp.EQ, exp.NEQ)) and pa.types.is_floating(a.type)
+                 and len(tables) > 1),
+            f"{node.sql()}: an equality of doubles of two tables (a join on NaN or -0.0)")
     return Typed(type(node)(this=a.sql, expression=b.sql), pa.bool_())
 
 
@@ -309,7 +320,7 @@ def _wider_decimal(types: Sequence[tuple[int, int]]) -> tuple[int, int]:
 
 def _beyond_bigint(value: Typed) -> bool:
     text = value.decimal_literal
-    return text is not None and not -2**63 <= float(text) <= 2**63 - 1
+    return text is not None and not -2**63 <= Decimal(text) <= 2**63 - 1
 
 
 def _dated(value: Typed, other: Typed) -> Typed:
