@@ -188,7 +188,7 @@ def _refresh_group(
             result.rows_in += changed_rows
         if full_reason is None:
             phase("compute view delta")
-            maintained = maintain(plan, inputs, states.get(view.name, group.old),
+            maintained = maintain(plan, inputs, states.get(view.name, plan.sql, group.old),
                                   driver_state_max_rows=limits.driver_state_max_rows,
                                   driver_read_max_rows=limits.driver_read_max_rows)
             result.rows_out += _apply(sinks, group, maintained, plan, result.sinks)
@@ -201,7 +201,7 @@ def _refresh_group(
             result.rows_out += _replace(sinks, group, maintained, result.sinks)
             result.mode, result.reason = "full", full_reason
             result.engine, result.engine_reason = "spark", "a full recompute runs on Spark"
-        states.put(view.name, group.new, maintained.state)
+        states.put(view.name, plan.sql, group.new, maintained.state)
     except RefreshError:
         raise
     except Exception as error:  # a refresh fails as a whole, with its cause attached

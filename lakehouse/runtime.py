@@ -41,6 +41,7 @@ from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.sources.manifest_cache import ManifestCache
 from lakehouse.spark.arrow import to_arrow
 from lakehouse.spark.session import build_spark_session
+from lakehouse.state_store import StateStore
 from lakehouse.storage import delta_options, storage_s3, warehouse_folder
 from lakehouse.storage_probe import prepare_warehouse
 from lakehouse.view_state import ViewStates
@@ -134,7 +135,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.schemas = SchemaGuard(config, self.catalog, iceberg_metadata=self._metadata)
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
-        self.states = ViewStates()
+        self.states = ViewStates(StateStore(warehouse_folder(config, "_state")))
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):

@@ -1,36 +1,76 @@
-"""Aggregate state kept by the running process between ticks, by view and frontier.
+"""Aggregate states kept between ticks, by view and frontier: in memory, and in the warehouse.
 
 A view maintained by the invertible-aggregate law reads the state of the groups a
-change touches instead of the sources. The state is a pure function of the sources
-at the view's frontier, so it is kept in memory only: after a restart (or when a
-sink's frontier differs from the kept one) the next tick rebuilds it from the
-sources' snapshots at that frontier, and exactly-once is not affected.
+change touches instead of the sources. The state is a pure function of the view's SQL and
+of the sources at the view's frontier: the running process keeps the latest one in memory,
+and a :class:`lakehouse.state_store.StateStore` keeps it in the warehouse for the next
+process (a new ``lakehouse tick``, a restart). When neither has the state at a sink's
+frontier, the tick rebuilds it from the sources' snapshots at that frontier; exactly-once
+is not affected either way.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from ivm import AggregateState
+from lakehouse.state_store import StateStore
+
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass
 class ViewStates:
-    """The latest aggregate state of each view, tagged with the frontier it reflects."""
+    """The latest aggregate state of each view, tagged with the frontier it reflects.
 
-    _kept: dict[str, tuple[dict[str, int], AggregateState]] = field(default_factory=dict)
+    Attributes:
+        store: Where states outlive the process, or None (kept in memory only).
+    """
 
-    def get(self, view: str, frontier: Mapping[str, int] | None) -> AggregateState | None:
-        """The state of ``view`` at exactly ``frontier``, or None."""
-        kept = self._kept.get(view)
-        if kept is None or frontier is None or kept[0] != dict(frontier):
+    store: StateStore | None = None
+    _kept: dict[str, tuple[str, dict[str, int], AggregateState]] = field(default_factory=dict)
+
+    def get(self, view: str, sql: str, frontier: Mapping[str, int] | None
+            ) -> AggregateState | None:
+        """The state of ``view`` (compiled from ``sql``) at exactly ``frontier``, or None.
+
+        A store that cannot be read counts as holding nothing (the tick rebuilds the
+        state); it is logged.
+        """
+        if frontier is None:
             return None
-        return kept[1]
+        kept = self._kept.get(view)
+        if kept is not None and kept[0] == sql and kept[1] == dict(frontier):
+            return kept[2]
+        if self.store is None:
+            return None
+        try:
+            state = self.store.load(view, sql, frontier)
+        except (OSError, pa.ArrowInvalid) as error:
+            _LOG.warning("aggregate state of %s not read from the warehouse: %s", view, error)
+            return None
+        if state is not None:
+            self._kept[view] = (sql, dict(frontier), state)
+        return state
 
-    def put(self, view: str, frontier: Mapping[str, int], state: AggregateState | None) -> None:
-        """Keep ``state`` as the state of ``view`` at ``frontier`` (None forgets it)."""
+    def put(self, view: str, sql: str, frontier: Mapping[str, int],
+            state: AggregateState | None) -> None:
+        """Keep ``state`` as the state of ``view`` at ``frontier`` (None forgets it).
+
+        Called after the sinks committed ``frontier``: a store that cannot be written does
+        not fail the refresh (the next process rebuilds the state); it is logged.
+        """
         if state is None:
             self._kept.pop(view, None)
         else:
-            self._kept[view] = (dict(frontier), state)
+            self._kept[view] = (sql, dict(frontier), state)
+        if self.store is None:
+            return
+        try:
+            self.store.save(view, sql, frontier, state)
+        except OSError as error:
+            _LOG.warning("aggregate state of %s not written to the warehouse: %s", view, error)

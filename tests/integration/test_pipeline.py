@@ -200,6 +200,35 @@ def test_the_engine_setting_chooses_where_ticks_run(
     assert "only aggregates by the invertible aggregate law" in str(refused.value)
 
 
+def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    """A new Runtime reads the state the last one stored: its small tick runs no Spark job."""
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    data["views"] = [{"name": f"{namespace}.counts", "full_refresh_ratio": 10,
+                      "sql": "SELECT carrier, COUNT(*) AS n, SUM(flight) AS flights "
+                             "FROM flights GROUP BY carrier"}]
+    first = Runtime(parse_config(data))
+    assert first.refresh(first.config.views[0]).mode == "full"  # builds and stores the state
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('AA', 11, 3.0)")
+    second = Runtime(parse_config(data))  # as a new process: nothing in memory
+    view = second.config.views[0]
+    context = spark.sparkContext
+    context.setJobGroup("resumed tick", "resumed tick")
+    try:
+        result = second.refresh(view)
+        jobs = context.statusTracker().getJobIdsForGroup("resumed tick")
+    finally:
+        context.setJobGroup("other", "other")
+    assert (result.mode, result.engine, jobs) == ("incremental", "local", [])
+    expected = multiset(tuple(r.values()) for r in second.recompute(view).to_pylist())
+    assert _iceberg_rows(rest_catalog, view.name) == expected
+    stored = list((catalog_server.warehouse / "_state" / view.name).iterdir())
+    assert [path.suffix for path in stored] == [".parquet"]  # the state at the new frontier
+
+
 def test_a_diamond_of_views_refreshes_upstream_first(
     spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
     sources: tuple[str, Path],
