@@ -120,14 +120,18 @@ def _rewritten(query: exp.Select, tables: Mapping[str, pa.Table]
     items = _tables(query)
     columns = _columns(items, tables)
     _require_connected(query, [item.alias_or_name for item in items])
-    rewritten = query.copy()
     outputs = [typed(_unaliased(s), columns) for s in query.selects]
-    rewritten.set("expressions", [exp.alias_(o.sql, s.alias_or_name, quoted=True)
-                                  for o, s in zip(outputs, query.selects, strict=True)])
-    for join in rewritten.args.get("joins") or []:
-        if join.args.get("on") is not None:
-            join.set("on", _condition(join.args["on"], columns))
-    where = rewritten.args.get("where")
+    rewritten = exp.Select(expressions=[exp.alias_(o.sql, s.alias_or_name, quoted=True)
+                                        for o, s in zip(outputs, query.selects, strict=True)])
+    source = "from_" if query.args.get("from_") is not None else "from"
+    rewritten.set(source, query.args[source].copy())  # built anew: a copy of the whole
+    joins = []                                         # query costs more than DuckDB's run
+    for join in query.args.get("joins") or []:
+        on = join.args.get("on")
+        joins.append(exp.Join(this=join.this.copy(), kind=join.args.get("kind"),
+                              on=_condition(on, columns) if on is not None else None))
+    rewritten.set("joins", joins)
+    where = query.args.get("where")
     if where is not None:
         rewritten.set("where", exp.Where(this=_condition(where.this, columns)))
     return rewritten, [o.type for o in outputs]
@@ -135,7 +139,7 @@ def _rewritten(query: exp.Select, tables: Mapping[str, pa.Table]
 
 def _condition(node: exp.Expr, columns: Columns) -> exp.Expr:
     result = typed(node, columns)
-    require(pa.types.is_boolean(result.type), f"{node.sql()} is not boolean")
+    require(pa.types.is_boolean(result.type), "{} is not boolean", node)
     return result.sql
 
 
@@ -151,12 +155,12 @@ def _tables(query: exp.Select) -> list[exp.Table]:
     for join in query.args.get("joins") or []:
         parts = {name for name, value in join.args.items() if value}
         require(parts <= {"this", "on", "kind"} and join.kind in ("", "CROSS", "INNER"),
-                f"{join.sql()} is not an inner join")
+                "{} is not an inner join", join)
         items.append(join.this)
     for item in items:
         require(isinstance(item, exp.Table)
                 and {n for n, v in item.args.items() if v} <= {"this", "alias", "db", "catalog"},
-                f"{item.sql()} is not a plain table")
+                "{} is not a plain table", item)
     return items
 
 
@@ -165,7 +169,7 @@ def _columns(items: list[exp.Table], tables: Mapping[str, pa.Table]) -> Columns:
     columns: dict[tuple[str, str], pa.DataType] = {}
     aliases = set()
     for item in items:
-        require(item.name in tables, f"{item.sql()} is not a given table")
+        require(item.name in tables, "{} is not a given table", item)
         alias = item.alias_or_name.lower()
         require(alias not in aliases, f"alias {alias} twice")
         aliases.add(alias)

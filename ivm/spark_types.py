@@ -61,8 +61,8 @@ YEARS = (200, 9800)
 
 _INT_PRECISION = {pa.int8(): 3, pa.int16(): 5, pa.int32(): 10, pa.int64(): 20}
 """The decimal precision of an integer in decimal arithmetic (Spark's ``forType``)."""
-_SQL_INTEGERS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT",
-                 pa.int64(): "BIGINT"}
+_SQL_INTEGERS = {pa.int8(): exp.DataType.Type.TINYINT, pa.int16(): exp.DataType.Type.SMALLINT,
+                 pa.int32(): exp.DataType.Type.INT, pa.int64(): exp.DataType.Type.BIGINT}
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -99,10 +99,14 @@ Columns = Mapping[tuple[str, str], pa.DataType]
 """The Arrow type of each column, by (table alias, column name), both in lower case."""
 
 
-def require(condition: bool, reason: str) -> None:
-    """Raise :class:`RefusedError` with ``reason`` unless ``condition`` holds."""
+def require(condition: bool, reason: str, *nodes: exp.Expr) -> None:
+    """Raise :class:`RefusedError` with ``reason`` unless ``condition`` holds.
+
+    Each ``{}`` of ``reason`` is filled with the SQL of one of ``nodes``, generated only
+    when the condition fails (generating SQL costs more than the checks).
+    """
     if not condition:
-        raise RefusedError(reason)
+        raise RefusedError(reason.format(*(node.sql() for node in nodes)) if nodes else reason)
 
 
 def typed(node: exp.Expr, columns: Columns) -> Typed:
@@ -139,7 +143,7 @@ def _column_type(node: exp.Column, columns: Columns) -> pa.DataType:
         found = [columns[key] for key in [(node.table.lower(), name)] if key in columns]
     else:
         found = [t for (_, column), t in columns.items() if column == name]
-    require(len(found) == 1, f"column {node.sql()} is missing or ambiguous")
+    require(len(found) == 1, "column {} is missing or ambiguous", node)
     return found[0]
 
 
@@ -186,12 +190,14 @@ def _date_sql(day: datetime.date) -> exp.Expr:
 
 
 def _cast(node: exp.Expr, data_type: pa.DataType) -> exp.Expr:
-    """``CAST(node AS <data_type>)`` in SQL types."""
+    """``CAST(node AS <data_type>)`` in SQL types (built, not parsed: this runs per tick)."""
     if pa.types.is_decimal(data_type):
-        target = f"DECIMAL({data_type.precision}, {data_type.scale})"
+        params = [exp.DataTypeParam(this=exp.Literal.number(n))
+                  for n in (data_type.precision, data_type.scale)]
+        target = exp.DataType(this=exp.DataType.Type.DECIMAL, expressions=params)
     else:
-        target = _SQL_INTEGERS[data_type]
-    return exp.cast(node, exp.DataType.build(target))
+        target = exp.DataType(this=_SQL_INTEGERS[data_type])
+    return exp.Cast(this=node, to=target)
 
 
 def _arithmetic(node: exp.Expr, columns: Columns) -> Typed:
@@ -201,7 +207,7 @@ def _arithmetic(node: exp.Expr, columns: Columns) -> Typed:
     a, b = typed(left, columns), typed(right, columns)
     if _is_decimal(a) or _is_decimal(b):
         return _decimal_arithmetic(node, a, b)
-    require(_is_integer(a) and _is_integer(b), f"{node.sql()} is not integer arithmetic")
+    require(_is_integer(a) and _is_integer(b), "{} is not integer arithmetic", node)
     wider = max(a.type, b.type, key=lambda t: _INT_PRECISION[t])
     sql = type(node)(this=_cast(a.sql, wider), expression=_cast(b.sql, wider))
     return Typed(sql, wider)
@@ -237,7 +243,7 @@ def _decimal_arithmetic(node: exp.Expr, a: Typed, b: Typed) -> Typed:
         precision = max(p1 - s1, p2 - s2) + scale + 1
     if precision > MAX_PRECISION:  # Spark cuts the type; it rounds if the scale shrinks
         adjusted = max(MAX_PRECISION - (precision - scale), min(scale, MIN_ADJUSTED_SCALE))
-        require(adjusted == scale, f"{node.sql()}: Spark rounds it to scale {adjusted}")
+        require(adjusted == scale, "{}: Spark rounds it to scale " + str(adjusted), node)
         precision = MAX_PRECISION
     result = pa.decimal128(precision, scale)
     operands = (_cast(a.sql, pa.decimal128(MAX_PRECISION, s1)),
@@ -285,7 +291,7 @@ def _compare(node: exp.Expr, columns: Columns) -> Typed:
     tables = {c.table.lower() for c in node.find_all(exp.Column)}
     require(not (isinstance(node, (exp.EQ, exp.NEQ)) and pa.types.is_floating(a.type)
                  and len(tables) > 1),
-            f"{node.sql()}: an equality of doubles of two tables (a join on NaN or -0.0)")
+            "{}: an equality of doubles of two tables (a join on NaN or -0.0)", node)
     return Typed(type(node)(this=a.sql, expression=b.sql), pa.bool_())
 
 
