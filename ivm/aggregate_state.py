@@ -50,11 +50,14 @@ class AggregateState:
         rows: State rows (``__g*``, ``__s*``, ``__c*``, ``__n``), checkpointed: their
             lineage does not reach the change feeds they were computed from.
         table: The same state rows as an Arrow table on the driver.
+        schema: The view's columns as Spark types them, when known (a state held on the
+            driver keeps it, so that a tick computed from it needs no Spark analysis).
     """
 
     arg_types: tuple[str, ...]
     rows: DataFrame | None = None
     table: pa.Table | None = None
+    schema: StructType | None = None
 
 
 @dataclass(frozen=True)

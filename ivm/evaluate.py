@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import count
 
@@ -208,7 +208,7 @@ def maintain(
             return Maintained(consolidate(_delta(scope, plan.query)),
                               engine_reason=_spark_reason(plan, state))
         if state.table is not None:
-            schema = _view_schema(scope, plan, inputs)
+            schema = state.schema or _view_schema(scope, plan, inputs)
             return _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
         schema = _as_written(scope, plan).schema
         advanced = advance(form, state, _delta(scope, form.rows()))
@@ -253,7 +253,7 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
             assert outputs is not None
             rows = driver_output.view_rows(form, outputs, state.arg_types, state.table,
                                            _columns(schema))
-            return Maintained(state=state, arrow=rows, schema=schema)
+            return Maintained(state=replace(state, schema=schema), arrow=rows, schema=schema)
         assert state.rows is not None
         return Maintained(_output(scope, form, state.arg_types, state.rows, schema), state)
 
@@ -537,7 +537,7 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     advanced = driver_state.advance(state.table, change, form.is_global)
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, _columns(schema))
-    kept = (AggregateState(state.arg_types, table=advanced.state)
+    kept = (AggregateState(state.arg_types, table=advanced.state, schema=schema)
             if advanced.state.num_rows <= max_rows else None)
     weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
     return Maintained(state=kept, arrow=rows, schema=weighted_schema, engine=engine,

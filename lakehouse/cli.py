@@ -21,6 +21,8 @@ from lakehouse.config import Config, ViewConfig, load_config
 from lakehouse.errors import LakehouseError
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
+
     from lakehouse.progress_display import ProgressDisplay
     from lakehouse.runtime import Runtime
 
@@ -109,8 +111,10 @@ def _progress(runtime: Runtime) -> Iterator[ProgressDisplay]:
     from lakehouse.progress_display import ProgressDisplay
 
     phases = {view.name: 2 + len(view.sinks) for view in runtime.config.views}
-    with ProgressDisplay(console, phases, runtime.spark.sparkContext) as display, reporting(
-            display):
+    def context() -> SparkContext | None:  # no task counts before a tick starts Spark
+        return runtime.session.sparkContext if runtime.session.started else None
+
+    with ProgressDisplay(console, phases, context) as display, reporting(display):
         yield display
 
 

@@ -10,7 +10,7 @@ print nothing here (the CLI prints their one-line summary).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import TracebackType
 
@@ -40,11 +40,12 @@ class ProgressDisplay:
     Args:
         console: Where to draw.
         phases: View name -> phases a refresh of it has (2 + its sinks).
-        spark: The session's SparkContext, to show task counts; None to not poll.
+        spark: Returns the session's SparkContext once Spark runs (None before), to show
+            task counts; None to not poll.
     """
 
     def __init__(self, console: Console, phases: Mapping[str, int],
-                 spark: SparkContext | None = None):
+                 spark: Callable[[], SparkContext | None] | None = None):
         self.console = console
         self.phases = dict(phases)
         self.spark = spark
@@ -111,8 +112,11 @@ class ProgressDisplay:
     def _poll(self) -> None:
         """Show the task counts of Spark's active stages on the running phases."""
         assert self.spark is not None
-        tracker = self.spark.statusTracker()
         while not self._stop.wait(POLL_S):
+            context = self.spark()
+            if context is None:  # Spark not started: no task to count
+                continue
+            tracker = context.statusTracker()
             done = total = 0
             for stage in tracker.getActiveStageIds():
                 info = tracker.getStageInfo(stage)

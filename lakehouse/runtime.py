@@ -8,6 +8,7 @@ import uuid
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -16,7 +17,6 @@ from pyspark.sql import SparkSession
 
 from catalog_api.errors import ListenError as CatalogListenError
 from catalog_api.security import AuthSetupError
-from catalog_api.server import RunningServer, serve_in_thread
 from ivm import SourceInput, ViewPlan, local_refusal, recompute, referenced_sources
 from lakehouse.catalog_client import (
     auth_config_error,
@@ -40,6 +40,7 @@ from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.sources.manifest_cache import ManifestCache
 from lakehouse.spark.arrow import to_arrow
+from lakehouse.spark.lazy import LazySession
 from lakehouse.spark.session import build_spark_session
 from lakehouse.state_store import StateStore
 from lakehouse.storage import delta_options, storage_s3, warehouse_folder
@@ -48,6 +49,9 @@ from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
 from sinks.iceberg import ARROW_MAX_ROWS, IcebergSink
 from sinks.refresh_state import RefreshStates, SourceTable
+
+if TYPE_CHECKING:
+    from catalog_api.server import RunningServer
 
 
 def start_catalog(config: Config, port: int | None = None) -> RunningServer:
@@ -68,6 +72,8 @@ def start_catalog(config: Config, port: int | None = None) -> RunningServer:
     """
     prepare_warehouse(config)
     try:
+        from catalog_api.server import serve_in_thread  # the web app: only when serving
+
         return serve_in_thread(catalog_settings(config), config.catalog.host,
                                config.catalog.port if port is None else port)
     except AuthSetupError as error:
@@ -90,7 +96,8 @@ class Runtime(AbstractContextManager["Runtime"]):
 
     Scratch files (Arrow tables handed to Spark) go to a folder of this process under
     ``<warehouse>/_scratch``, on the warehouse's storage, so executors on other machines
-    read them too.
+    read them too. Spark starts when a tick first needs it (:class:`LazySession`): a tick
+    the local engine runs from a stored aggregate state starts no JVM.
 
     Args:
         config: The validated configuration.
@@ -113,16 +120,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.credential = pipeline_credential(config)
         self.catalog: Catalog = connect_catalog(config.catalog_uri, self.credential,
                                                 storage_properties(config))
-        self.spark: SparkSession = build_spark_session(
-            app_name="lakehouse-freshness", master=config.spark.master,
-            catalog_name=config.spark.catalog_name, catalog_uri=config.catalog_uri,
-            catalog_credential=self.credential,
-            warehouse=config.warehouse_uri, extra_conf=config.spark.conf,
-            jars=[Path(j) for j in config.spark.jars] or None,
-            jars_packages=config.spark.jars_packages, s3=storage_s3(config),
-        )
-        # Iceberg's "Unclosed ResolvingFileIO" warnings print whole stack traces.
-        self.spark.sparkContext.setLogLevel(config.spark.log_level)
+        self.session = LazySession(self._start_spark)
+        self.spark = cast("SparkSession", self.session)  # started by the first tick needing it
         self.bridge = ArrowBridge(self.spark,
                                   warehouse_folder(config, "_scratch", uuid.uuid4().hex))
         self.column_cache = ColumnCache(config.column_cache_bytes)
@@ -136,6 +135,21 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
         self.states = ViewStates(StateStore(warehouse_folder(config, "_state")))
+
+    def _start_spark(self) -> SparkSession:
+        """Start the Spark session of the pipeline (:class:`LazySession` calls it once)."""
+        config = self.config
+        spark = build_spark_session(
+            app_name="lakehouse-freshness", master=config.spark.master,
+            catalog_name=config.spark.catalog_name, catalog_uri=config.catalog_uri,
+            catalog_credential=self.credential,
+            warehouse=config.warehouse_uri, extra_conf=config.spark.conf,
+            jars=[Path(j) for j in config.spark.jars] or None,
+            jars_packages=config.spark.jars_packages, s3=storage_s3(config),
+        )
+        # Iceberg's "Unclosed ResolvingFileIO" warnings print whole stack traces.
+        spark.sparkContext.setLogLevel(config.spark.log_level)
+        return spark
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
@@ -293,8 +307,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         return sorted(referenced_sources(view.sql) & set(self.readers))
 
     def close(self) -> None:
-        """Stop Spark and the embedded catalog; remove scratch files."""
-        self.spark.stop()
+        """Stop Spark (if a tick started it) and the embedded catalog; remove scratch files."""
+        self.session.stop()
         if self.server is not None:
             self.server.stop()
         with contextlib.suppress(OSError):  # scratch left behind is no reason to fail

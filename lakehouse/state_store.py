@@ -22,6 +22,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from pyspark.sql.types import StructType
 
 from ivm import AggregateState
 from lakehouse.storage import Folder
@@ -32,6 +33,9 @@ ARG_TYPES_KEY = b"lakehouse.arg-types"
 """Parquet metadata key: the Spark type of each aggregate argument (JSON list)."""
 FRONTIER_KEY = b"lakehouse.frontier"
 """Parquet metadata key: the frontier the state reflects (JSON object)."""
+SCHEMA_KEY = b"lakehouse.view-schema"
+"""Parquet metadata key: the view's columns as Spark types them (Spark's schema JSON), so
+that a tick from the stored state needs no Spark analysis, hence no JVM."""
 
 
 def _digest(text: str) -> str:
@@ -65,7 +69,9 @@ class StateStore:
         table = pq.read_table(file.path, filesystem=file.filesystem)
         metadata = table.schema.metadata or {}
         arg_types = tuple(json.loads(metadata[ARG_TYPES_KEY]))
-        return AggregateState(arg_types, table=table.replace_schema_metadata(None))
+        schema = (StructType.fromJson(json.loads(metadata[SCHEMA_KEY]))
+                  if SCHEMA_KEY in metadata else None)
+        return AggregateState(arg_types, table=table.replace_schema_metadata(None), schema=schema)
 
     def save(self, view: str, sql: str, frontier: Mapping[str, int],
              state: AggregateState | None) -> None:
@@ -82,6 +88,8 @@ class StateStore:
             keep = self._file(view, sql, frontier)
             metadata = {ARG_TYPES_KEY: json.dumps(list(state.arg_types)).encode(),
                         FRONTIER_KEY: json.dumps(dict(frontier), sort_keys=True).encode()}
+            if state.schema is not None:
+                metadata[SCHEMA_KEY] = state.schema.json().encode()
             self._write(keep, state.table.replace_schema_metadata(metadata))
         self._drop_others(view, keep)
 

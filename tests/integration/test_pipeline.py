@@ -204,7 +204,7 @@ def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
     spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
     sources: tuple[str, Path],
 ) -> None:
-    """A new Runtime reads the state the last one stored: its small tick runs no Spark job."""
+    """A new Runtime reads the state the last one stored: its small tick needs no Spark."""
     namespace, airlines = sources
     data = _config_data(catalog_server, namespace, airlines, ["iceberg", "delta"])
     data["views"] = [{"name": f"{namespace}.counts", "full_refresh_ratio": 10,
@@ -223,6 +223,7 @@ def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
     finally:
         context.setJobGroup("other", "other")
     assert (result.mode, result.engine, jobs) == ("incremental", "local", [])
+    assert not second.session.started  # the tick needed no Spark: this Runtime started none
     expected = multiset(tuple(r.values()) for r in second.recompute(view).to_pylist())
     assert _iceberg_rows(rest_catalog, view.name) == expected
     stored = list((catalog_server.warehouse / "_state" / view.name).iterdir())
