@@ -203,7 +203,7 @@ def _ticks(spark: SparkSession, plan: ViewPlan, start: list[tuple], batches: lis
             reader = arrow_reader(*(to_arrow(f) for f in frames)) if local else None
             inputs[name] = SourceInput(*frames, delta, to_arrow(delta) if local else None,
                                        reader)
-            local_changes += delta.count() if local else 0
+            local_changes += local and Counter(new[name]) != Counter(old[name])
         # Tick 0 keeps the initial load's state (on the driver where the view's outputs
         # allow it); later ticks drop it, and it is rebuilt from @old: on Spark at odd
         # ticks, on the driver at even ones.
