@@ -47,12 +47,14 @@ from pyspark.sql import SparkSession
 
 from catalog_api import CatalogSettings, serve_in_thread
 from catalog_api.core.config import S3Settings
+from lakehouse.spark.jars import default_cache_dir
 from lakehouse.spark.session import build_spark_session
 from tests.benchmarks.common import free_port
 from tests.conftest_catalog import CatalogServerHandle, on_s3
 from tests.moto_process import moto_process
 
 SPARK_HOME = Path(pyspark.__file__).parent
+REPO_ROOT = Path(__file__).resolve().parents[1]
 MASTER_HOST = "127.0.0.1"
 WORKERS = 2
 WORKER_CORES = 1
@@ -172,17 +174,33 @@ def _tail(log: Path) -> str:
         return "(no log)"
 
 
+def installed_folders() -> tuple[Path, ...]:
+    """What every machine of a cluster has installed, which the workers must still see.
+
+    The venv (its Python and packages, pyspark among them), the project's checkout (installed
+    in the venv in editable mode) and the Spark jar cache.
+    """
+    return tuple(path.resolve() for path in (Path(sys.prefix), SPARK_HOME, REPO_ROOT,
+                                             default_cache_dir()))
+
+
 def hidden_folders(basetemp: Path) -> tuple[Path, ...]:
     """The driver-local folders to hide from the workers: the temp folder and pytest's root.
 
-    A folder inside another one of the list is left out (covering the outer one hides it).
+    A folder inside another one of the list is left out (covering the outer one hides it),
+    and so is a folder holding something installed (:func:`installed_folders`: a checkout
+    under the temp folder, as a CI clone may be); pytest's root, where every test keeps its
+    driver-local files, is always hidden.
     """
     folders = sorted({Path(tempfile.gettempdir()).resolve(), basetemp.resolve()},
                      key=lambda p: len(p.parts))
+    installed = installed_folders()
     kept: list[Path] = []
     for folder in folders:
-        if not any(folder.is_relative_to(outer) for outer in kept):
-            kept.append(folder)
+        holds_installed = any(path.is_relative_to(folder) for path in installed)
+        if folder == basetemp.resolve() or not holds_installed:
+            if not any(folder.is_relative_to(outer) for outer in kept):
+                kept.append(folder)
     return tuple(kept)
 
 
