@@ -149,9 +149,9 @@ def refresh_view(
             groups.setdefault(json.dumps(frontier, sort_keys=True), []).append(kind)
     result = RefreshResult(view.name, "skipped", target)
     states = states if states is not None else ViewStates()
+    limits = _Limits(driver_read_max_rows, 0 if engine == "spark" else DRIVER_STATE_MAX_ROWS)
     for encoded, kinds in groups.items():
         group = _Group(json.loads(encoded), target, kinds)
-        limits = _Limits(driver_read_max_rows, 0 if engine == "spark" else DRIVER_STATE_MAX_ROWS)
         _refresh_group(view, plan, readers, sinks, group, result, states, limits)
     result.duration_s = time.perf_counter() - started
     return result
@@ -188,7 +188,10 @@ def _refresh_group(
             result.rows_in += changed_rows
         if full_reason is None:
             phase("compute view delta")
-            maintained = maintain(plan, inputs, states.get(view.name, plan.sql, group.old),
+            kept = states.get(view.name, plan.sql, group.old)
+            if kept is not None and kept.table is not None and not limits.driver_state_max_rows:
+                kept = None  # engine spark: a state stored from the driver is rebuilt on Spark
+            maintained = maintain(plan, inputs, kept,
                                   driver_state_max_rows=limits.driver_state_max_rows,
                                   driver_read_max_rows=limits.driver_read_max_rows)
             result.rows_out += _apply(sinks, group, maintained, plan, result.sinks)

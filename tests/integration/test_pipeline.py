@@ -228,6 +228,13 @@ def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
     assert _iceberg_rows(rest_catalog, view.name) == expected
     stored = list((catalog_server.warehouse / "_state" / view.name).iterdir())
     assert [path.suffix for path in stored] == [".parquet"]  # the state at the new frontier
+    data["views"][0]["engine"] = "spark"  # the same view, now kept on Spark
+    third = Runtime(parse_config(data))
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 12, 4.0)")
+    on_spark = third.refresh(third.config.views[0])
+    assert (on_spark.mode, on_spark.engine) == ("incremental", "spark")  # stored state unused
+    assert _iceberg_rows(rest_catalog, view.name) == multiset(
+        tuple(r.values()) for r in third.recompute(view).to_pylist())
 
 
 def test_a_diamond_of_views_refreshes_upstream_first(
