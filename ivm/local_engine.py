@@ -1,12 +1,12 @@
 """The local engine: a block's SQL run in process on DuckDB, where it equals Spark's answer.
 
 A small change needs no Spark job when its delta terms can run over Arrow tables (the change
-feed and, for a join, the partners read on the driver). :func:`select` runs such a term on
+feed and, for a join, the partners read on the driver). :func:`run` runs such a term on
 DuckDB (one in-memory database per process, a cursor per call) after
 :mod:`ivm.spark_types` typed every expression by Spark's rules and rewrote it so that DuckDB
-computes in those types; it returns None for anything outside that subset, or when DuckDB
-stops on a value Spark would wrap or turn into NULL (an overflow), and Spark evaluates the
-block then.
+computes in those types; for anything outside that subset, or when DuckDB stops on a value
+Spark would wrap or turn into NULL (an overflow), it returns the reason instead, and Spark
+evaluates the block then (:func:`select` returns None there).
 
 Blocks taken: ``SELECT ... FROM t1 [CROSS | INNER] JOIN t2 [ON ...] ... [WHERE ...]`` over
 plain tables joined by equalities between their columns (a block whose tables are not all
@@ -30,8 +30,8 @@ __all__ = ["refusal", "run", "select"]
 THREADS = 1
 """DuckDB threads of the local engine. A tick's terms are small by the engine rule
 (:mod:`ivm.engine_rule`), and one thread spares each query the start of a thread pool
-(measured: a 500-row filter in 1.4 ms on one thread, 6 ms on the default); views refresh
-in parallel by running their ticks concurrently, each on its own cursor."""
+(measured: a 500-row filter in 1.4 ms on one thread, 6 ms on the default); concurrent
+ticks each run on their own cursor."""
 
 NO_REWRITES = "expression_rewriter"
 """DuckDB optimizers the local engine turns off: the expression rewriter moves constants
