@@ -193,8 +193,8 @@ class Runtime(AbstractContextManager["Runtime"]):
             keys = {name: key for name in referenced_sources(view.sql) & set(self.readers)
                     if (key := self.source_key(name))}
             plan = self.schemas.compile(view, frontier, built_columns(sinks), keys)
-            refused = local_refusal(plan)
-            if self.config.view_engine(view) == "local" and refused is not None:
+            refused = local_refusal(plan) if self.config.view_engine(view) == "local" else None
+            if refused is not None:
                 index = self.config.views.index(view)
                 raise ConfigError(f"the local engine cannot run view {view.name}: {refused}",
                                   key=f"views.{index}.engine")

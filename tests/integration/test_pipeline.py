@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from lakehouse.cli import app
-from lakehouse.config import Config, parse_config
+from lakehouse.config import ViewConfig, parse_config
 from lakehouse.errors import ConfigError, RefreshError
 from lakehouse.refresh import refresh_view
 from lakehouse.runtime import Runtime
@@ -66,8 +66,8 @@ def _runtime(server: CatalogServerHandle, namespace: str, airlines: Path,
     return Runtime(parse_config(_config_data(server, namespace, airlines, sinks, refresh)))
 
 
-def _expected(runtime: Runtime, config: Config) -> object:
-    return multiset(tuple(r.values()) for r in runtime.recompute(config.views[0]).to_pylist())
+def _expected(runtime: Runtime, view: ViewConfig) -> object:
+    return multiset(tuple(r.values()) for r in runtime.recompute(view).to_pylist())
 
 
 def _iceberg_rows(catalog: RestCatalog, view: str) -> object:
@@ -75,8 +75,8 @@ def _iceberg_rows(catalog: RestCatalog, view: str) -> object:
                     .to_pylist())
 
 
-def _delta_rows(runtime: Runtime, config: Config) -> object:
-    table = DeltaTable(runtime.delta_uri(config.views[0])).to_pyarrow_table()
+def _delta_rows(runtime: Runtime, view: ViewConfig) -> object:
+    table = DeltaTable(runtime.delta_uri(view)).to_pyarrow_table()
     return multiset(tuple(r.values()) for r in table.to_pylist())
 
 
@@ -108,9 +108,9 @@ def test_restarts_resume_and_a_sink_left_behind_catches_up(
     restarted = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
     caught_up = restarted.refresh(view)
     assert caught_up.mode == "incremental" and sorted(caught_up.sinks) == ["delta", "iceberg"]
-    expected = _expected(restarted, restarted.config)
+    expected = _expected(restarted, restarted.config.views[0])
     assert _iceberg_rows(rest_catalog, view.name) == expected
-    assert _delta_rows(restarted, restarted.config) == expected
+    assert _delta_rows(restarted, restarted.config.views[0]) == expected
     assert DeltaTable(delta_uri).version() == initial_version + 1  # one commit, not two
     assert restarted.refresh(view).mode == "skipped"
 
@@ -142,9 +142,9 @@ def test_a_refresh_losing_the_delta_race_reports_its_iceberg_commit(
     assert DeltaTable(runtime.delta_uri(view)).version() == delta_version  # nothing written
 
     assert runtime.refresh(view).mode == "skipped"  # both sinks reflect the sources
-    expected = _expected(runtime, runtime.config)
+    expected = _expected(runtime, runtime.config.views[0])
     assert _iceberg_rows(rest_catalog, view.name) == expected
-    assert _delta_rows(runtime, runtime.config) == expected
+    assert _delta_rows(runtime, runtime.config.views[0]) == expected
 
 
 def test_auto_policy_recomputes_a_large_change_in_full(
@@ -163,7 +163,7 @@ def test_auto_policy_recomputes_a_large_change_in_full(
     large = runtime.refresh(view)
     assert large.mode == "full"
     assert "full_refresh_ratio" in (large.reason or "")
-    assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, runtime.config)
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, view)
 
 
 def test_the_engine_setting_chooses_where_ticks_run(
@@ -186,11 +186,10 @@ def test_the_engine_setting_chooses_where_ticks_run(
     assert (auto.mode, auto.engine) == ("incremental", "local"), auto.engine_reason
     assert auto.engine_reason.startswith("a change of 3 rows; a state of 3 groups")
     assert (on_spark.mode, on_spark.engine) == ("incremental", "spark")
-    expected = multiset(tuple(r.values()) for r in runtime.recompute(views[0]).to_pylist())
+    expected = _expected(runtime, views[0])
     for view in views:
-        table = DeltaTable(runtime.delta_uri(view)).to_pyarrow_table()
         assert _iceberg_rows(rest_catalog, view.name) == expected
-        assert multiset(tuple(r.values()) for r in table.to_pylist()) == expected
+        assert _delta_rows(runtime, view) == expected
     data["views"] = [{"name": f"{namespace}.top", "engine": "local",
                       "sql": "SELECT carrier, MAX(flight) AS top FROM flights GROUP BY carrier"}]
     refusing = Runtime(parse_config(data))
@@ -224,8 +223,7 @@ def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
         context.setJobGroup("other", "other")
     assert (result.mode, result.engine, jobs) == ("incremental", "local", [])
     assert not second.session.started  # the tick needed no Spark: this Runtime started none
-    expected = multiset(tuple(r.values()) for r in second.recompute(view).to_pylist())
-    assert _iceberg_rows(rest_catalog, view.name) == expected
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(second, view)
     stored = list((catalog_server.warehouse / "_state" / view.name).iterdir())
     assert [path.suffix for path in stored] == [".parquet"]  # the state at the new frontier
     data["views"][0]["engine"] = "spark"  # the same view, now kept on Spark
@@ -233,8 +231,7 @@ def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
     spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 12, 4.0)")
     on_spark = third.refresh(third.config.views[0])
     assert (on_spark.mode, on_spark.engine) == ("incremental", "spark")  # stored state unused
-    assert _iceberg_rows(rest_catalog, view.name) == multiset(
-        tuple(r.values()) for r in third.recompute(view).to_pylist())
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(third, view)
 
 
 def test_a_diamond_of_views_refreshes_upstream_first(
