@@ -52,12 +52,17 @@ class AggregateState:
         table: The same state rows as an Arrow table on the driver.
         schema: The view's columns as Spark types them, when known (a state held on the
             driver keeps it, so that a tick computed from it needs no Spark analysis).
+        change: The partial aggregate the tick added to the previous state to give this
+            one (state columns, one row per affected group; a DataFrame for a state on
+            Spark, an Arrow table for one on the driver); None for a state aggregated
+            whole. A store keeps it instead of the whole state (:func:`with_changes`).
     """
 
     arg_types: tuple[str, ...]
     rows: DataFrame | None = None
     table: pa.Table | None = None
     schema: StructType | None = None
+    change: DataFrame | pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,29 @@ def advance(form: AggregateForm, state: AggregateState, delta: DataFrame) -> Adv
     kept = after if form.is_global else after.where(F.col(ROWS) != 0)
     untouched = _matching(state.rows, change, groups, "left_anti")
     rows = untouched.unionByName(kept).localCheckpoint(eager=True)
-    return Advanced(AggregateState(state.arg_types, rows=rows), before, after)
+    return Advanced(AggregateState(state.arg_types, rows=rows, change=change), before, after)
+
+
+def with_changes(state: DataFrame, changes: Sequence[DataFrame]) -> DataFrame:
+    """``state`` plus the partial aggregates ``changes``: the state they lead to.
+
+    Sums and counts add up group by group (a Z-set of partial aggregates), so a state
+    stored as an older state and the changes of the ticks since reads back exactly; a
+    group whose row count reaches 0 leaves the state, except the one group of a global
+    aggregate (no ``__g*`` column).
+
+    Args:
+        state: State rows (``__g*``, ``__s*``, ``__c*``, ``__n``).
+        changes: Partial aggregates with the same columns (:attr:`AggregateState.change`).
+    """
+    if not changes:
+        return state
+    groups = [c for c in state.columns if c.startswith(GROUP_PREFIX)]
+    stats = [F.sum(f.name).cast(f.dataType).alias(f.name) for f in state.schema.fields
+             if not f.name.startswith(GROUP_PREFIX)]
+    rows = reduce(DataFrame.unionByName, changes, state)
+    added = rows.groupBy(*groups).agg(*stats)
+    return added if not groups else added.where(F.col(ROWS) != 0)
 
 
 def _unit_rows(delta: DataFrame) -> DataFrame:

@@ -151,6 +151,20 @@ def advance(state: pa.Table, change: pa.Table, is_global: bool) -> DriverAdvance
     return DriverAdvanced(rows, before, after)
 
 
+def with_changes(state: pa.Table, changes: Sequence[pa.Table]) -> pa.Table:
+    """``state`` plus the partial aggregates ``changes`` (:func:`advance` in turn).
+
+    The driver form of :func:`ivm.aggregate_state.with_changes`.
+
+    Raises:
+        IvmError: A decimal sum overflows its type.
+    """
+    is_global = not any(name.startswith(GROUP_PREFIX) for name in state.column_names)
+    for change in changes:
+        state = advance(state, change, is_global).state
+    return state
+
+
 def _matches(state: pa.Table, change: pa.Table, groups: Sequence[str]
              ) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the state rows and change rows of the same group, pairwise.

@@ -537,7 +537,7 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     advanced = driver_state.advance(state.table, change, form.is_global)
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, _columns(schema))
-    kept = (AggregateState(state.arg_types, table=advanced.state, schema=schema)
+    kept = (AggregateState(state.arg_types, table=advanced.state, schema=schema, change=change)
             if advanced.state.num_rows <= max_rows else None)
     weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
     return Maintained(state=kept, arrow=rows, schema=weighted_schema, engine=engine,

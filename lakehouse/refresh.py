@@ -130,8 +130,8 @@ def refresh_view(
         driver_read_max_rows: Most rows a join partner read on the driver may scan in
             one table (:attr:`lakehouse.config.Config.driver_read_max_rows`).
         engine: The view's engine setting (:meth:`lakehouse.config.Config.view_engine`):
-            ``spark`` keeps the aggregate state on Spark, so no tick runs on the local
-            engine.
+            ``spark`` reads no row on the driver (change feeds, join partners and the
+            aggregate state stay on Spark), so no tick runs on the local engine.
 
     Raises:
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
@@ -149,7 +149,8 @@ def refresh_view(
             groups.setdefault(json.dumps(frontier, sort_keys=True), []).append(kind)
     result = RefreshResult(view.name, "skipped", target)
     states = states if states is not None else ViewStates()
-    limits = _Limits(driver_read_max_rows, 0 if engine == "spark" else DRIVER_STATE_MAX_ROWS)
+    limits = (_Limits(0, 0, on_driver=False) if engine == "spark"
+              else _Limits(driver_read_max_rows, DRIVER_STATE_MAX_ROWS))
     for encoded, kinds in groups.items():
         group = _Group(json.loads(encoded), target, kinds)
         _refresh_group(view, plan, readers, sinks, group, result, states, limits)
@@ -168,10 +169,15 @@ class _Group:
 
 @dataclass(frozen=True)
 class _Limits:
-    """What the tick may hold on the driver (``maintain``'s arguments of the same names)."""
+    """What the tick may hold on the driver (``maintain``'s arguments of the same names).
+
+    ``on_driver`` False (engine ``spark``): no row is read on the driver at all, neither a
+    change feed nor a join partner; Spark reads and computes everything.
+    """
 
     driver_read_max_rows: int
     driver_state_max_rows: int
+    on_driver: bool = True
 
 
 def _refresh_group(
@@ -180,7 +186,7 @@ def _refresh_group(
 ) -> None:
     phase("read sources", view=view.name)
     try:
-        inputs, expired = _read_inputs(readers, plan, group)
+        inputs, expired = _read_inputs(readers, plan, group, limits.on_driver)
         full_reason = expired or _full_reason(view, plan, group.old)
         if full_reason is None:
             changed_rows = _changed_rows(inputs)
@@ -195,6 +201,7 @@ def _refresh_group(
                                   driver_state_max_rows=limits.driver_state_max_rows,
                                   driver_read_max_rows=limits.driver_read_max_rows)
             result.rows_out += _apply(sinks, group, maintained, plan, result.sinks)
+            previous = group.old  # the state's change was added to the state there
             result.mode = "incremental"
             result.engine, result.engine_reason = maintained.engine, maintained.engine_reason
         else:
@@ -204,7 +211,8 @@ def _refresh_group(
             result.rows_out += _replace(sinks, group, maintained, result.sinks)
             result.mode, result.reason = "full", full_reason
             result.engine, result.engine_reason = "spark", "a full recompute runs on Spark"
-        states.put(view.name, plan.sql, group.new, maintained.state)
+            previous = None
+        states.put(view.name, plan.sql, group.new, maintained.state, previous)
     except RefreshError:
         raise
     except Exception as error:  # a refresh fails as a whole, with its cause attached
@@ -213,16 +221,18 @@ def _refresh_group(
                            committed=tuple(result.sinks)) from error
 
 
-def _read_inputs(readers: Mapping[str, SourceReader], plan: ViewPlan, group: _Group
-                 ) -> tuple[dict[str, SourceInput], str | None]:
+def _read_inputs(readers: Mapping[str, SourceReader], plan: ViewPlan, group: _Group,
+                 on_driver: bool) -> tuple[dict[str, SourceInput], str | None]:
     """The group's inputs, and why it must recompute when a change feed expired (else None).
 
-    An expired change is gone: the inputs are then the new snapshots alone.
+    An expired change is gone: the inputs are then the new snapshots alone. With
+    ``on_driver`` False, the change feeds are computed by Spark and no partner is read on
+    the driver.
     """
     try:
-        return _inputs(readers, plan, group.old or {}, group.new), None
+        return _inputs(readers, plan, group.old or {}, group.new, on_driver), None
     except SnapshotExpiredError as error:
-        return _inputs(readers, plan, {}, group.new), str(error)
+        return _inputs(readers, plan, {}, group.new, on_driver), str(error)
 
 
 def _recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
@@ -275,7 +285,7 @@ def _large_change_reason(
 
 def _inputs(
     readers: Mapping[str, SourceReader], plan: ViewPlan, old: Mapping[str, int],
-    new: Mapping[str, int],
+    new: Mapping[str, int], on_driver: bool,
 ) -> dict[str, SourceInput]:
     inputs = {}
     used = used_columns(plan.query, plan.sources)  # the view reads its change feeds' projection
@@ -283,15 +293,15 @@ def _inputs(
         reader = readers[name]
         before, after = old.get(name), new.get(name)
         changed = after is not None and before != after
-        feed = (reader.change_feed(before, after, used[name] or None)
+        feed = (reader.change_feed(before, after, used[name] or None, in_arrow=on_driver)
                 if changed and after is not None else None)
         inputs[name] = SourceInput(  # snapshots resolved in Spark only if a query reads them
             new=partial(reader.snapshot, after),
             old=partial(reader.snapshot, before) if before is not None else None,
             delta=_delta(feed),
             delta_arrow=feed.arrow if feed is not None else None,
-            read_arrow=(TickReads(reader, before, after)
-                        if before is not None and after is not None else None),
+            read_arrow=(TickReads(reader, before, after) if on_driver and before is not None
+                        and after is not None else None),
             schema_key=reader.schema_key(after) if after is not None else None,
         )
     return inputs

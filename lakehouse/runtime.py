@@ -134,7 +134,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.schemas = SchemaGuard(config, self.catalog, iceberg_metadata=self._metadata)
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
-        self.states = ViewStates(StateStore(warehouse_folder(config, "_state")))
+        self.states = ViewStates(StateStore(warehouse_folder(config, "_state"), self.spark))
 
     def _start_spark(self) -> SparkSession:
         """Start the Spark session of the pipeline (:class:`LazySession` calls it once)."""

@@ -2,14 +2,21 @@
 
 A view maintained by the invertible-aggregate law reads its state (sums and counts per group)
 at the frontier its sinks reflect. The state is a pure function of the view's SQL and of the
-sources at that frontier, so it is stored under a name made of both: one Parquet file,
-``<warehouse>/_state/<view>/<sql digest>-<frontier digest>.parquet``, written once after the
-sinks committed that frontier (a new file, never an overwrite: on S3 a PUT appears whole or
-not at all; locally it is written beside and renamed). A crash before the write only costs
-the next process a rebuild; a state of another SQL or frontier is never read.
+sources at that frontier, so it is stored under names made of both, in
+``<warehouse>/_state/<view>/<sql digest>/``:
 
-Only states held on the driver (Arrow, at most ``ivm.DRIVER_STATE_MAX_ROWS`` groups) are
-stored today; a state held on Spark is rebuilt by a new process.
+- ``<frontier digest>.json``, the record, written last: the frontier, the state's types, and
+  either nothing more (the data is the whole state: a *base*) or the frontier digest of the
+  previous state (the data is the tick's change, the partial aggregate added to it);
+- the data it names, a Parquet file written on the driver (a state held there) or a Parquet
+  folder written by Spark's executors (a state held on Spark; the driver reads no row).
+
+Sums and counts add up, so a state reads back as its base plus the changes since
+(:func:`ivm.aggregate_state.with_changes`, :func:`ivm.driver_state.with_changes`): a tick
+writes only its change, O(change) rather than O(state). A new base is written when the
+changes since the last one hold as many rows as it does, or number :data:`MAX_CHANGES`, and
+the view's older entries are then dropped. A crash before the record is written only costs
+the next process a rebuild; a state of another SQL or frontier is never read.
 """
 
 from __future__ import annotations
@@ -18,28 +25,49 @@ import hashlib
 import json
 import uuid
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from ivm import AggregateState
+from ivm import AggregateState, aggregate_state, driver_state
 from lakehouse.storage import Folder
 
-__all__ = ["StateStore"]
+__all__ = ["MAX_CHANGES", "StateStore"]
 
-ARG_TYPES_KEY = b"lakehouse.arg-types"
-"""Parquet metadata key: the Spark type of each aggregate argument (JSON list)."""
-FRONTIER_KEY = b"lakehouse.frontier"
-"""Parquet metadata key: the frontier the state reflects (JSON object)."""
-SCHEMA_KEY = b"lakehouse.view-schema"
-"""Parquet metadata key: the view's columns as Spark types them (Spark's schema JSON), so
-that a tick from the stored state needs no Spark analysis, hence no JVM."""
+MAX_CHANGES = 16
+"""Most changes stored on top of a base: a read merges at most this many."""
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _frontier_digest(frontier: Mapping[str, int]) -> str:
+    return _digest(json.dumps(dict(frontier), sort_keys=True))
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One stored entry: a base or a change, and where its rows are.
+
+    ``rows`` counts the data's rows; ``changed_rows`` the rows of the changes since the
+    base, this one's included (0 for a base).
+    """
+
+    frontier: dict[str, int]
+    arg_types: list[str]
+    schema: str | None
+    on_spark: bool
+    data: str
+    rows: int
+    previous: str | None = None
+    base_rows: int = 0
+    changes: int = 0
+    changed_rows: int = 0
 
 
 class StateStore:
@@ -48,64 +76,187 @@ class StateStore:
     Args:
         folder: Where the states live (:func:`lakehouse.storage.warehouse_folder`,
             ``_state``), on the warehouse's storage.
+        spark: The session that writes and reads states held on Spark (started only when
+            such a state is read or written); None stores driver-held states only.
     """
 
-    def __init__(self, folder: Folder):
+    def __init__(self, folder: Folder, spark: SparkSession | None = None):
         self.folder = folder
-
-    def _file(self, view: str, sql: str, frontier: Mapping[str, int]) -> Folder:
-        name = f"{_digest(sql)}-{_digest(json.dumps(dict(frontier), sort_keys=True))}.parquet"
-        return self.folder.child(view).child(name)
+        self.spark = spark
 
     def load(self, view: str, sql: str, frontier: Mapping[str, int]) -> AggregateState | None:
         """The state of ``view`` (compiled from ``sql``) at ``frontier``, or None if not stored.
 
         Raises:
-            OSError: The storage cannot be read (other than the file being absent).
+            OSError: The storage cannot be read (other than an entry being absent).
+            ValueError: A record is not what this module writes.
         """
-        file = self._file(view, sql, frontier)
-        if file.filesystem.get_file_info(file.path).type != pafs.FileType.File:
+        folder = self.folder.child(view).child(_digest(sql))
+        chain = self._chain(folder, _frontier_digest(frontier))
+        if chain is None or (chain[0].on_spark and self.spark is None):
             return None
-        table = pq.read_table(file.path, filesystem=file.filesystem)
-        metadata = table.schema.metadata or {}
-        arg_types = tuple(json.loads(metadata[ARG_TYPES_KEY]))
-        schema = (StructType.fromJson(json.loads(metadata[SCHEMA_KEY]))
-                  if SCHEMA_KEY in metadata else None)
-        return AggregateState(arg_types, table=table.replace_schema_metadata(None), schema=schema)
+        base, changes, last = chain[0], chain[1:], chain[-1]
+        schema = StructType.fromJson(json.loads(last.schema)) if last.schema else None
+        if last.on_spark:
+            assert self.spark is not None
+            read = self.spark.read.parquet
+            rows = aggregate_state.with_changes(
+                read(folder.child(base.data).uri), [read(folder.child(c.data).uri)
+                                                    for c in changes])
+            return AggregateState(tuple(last.arg_types), rows=rows, schema=schema)
+        table = driver_state.with_changes(
+            _read_table(folder.child(base.data)), [_read_table(folder.child(c.data))
+                                                   for c in changes])
+        return AggregateState(tuple(last.arg_types), table=table, schema=schema)
+
+    def _chain(self, folder: Folder, digest: str) -> list[_Record] | None:
+        """The records from the base to the one of ``digest``, or None if one is missing."""
+        chain: list[_Record] = []
+        current: str | None = digest
+        while current is not None and len(chain) <= MAX_CHANGES:
+            record = _read_record(folder.child(f"{current}.json"))
+            if record is None:
+                return None
+            chain.append(record)
+            current = record.previous
+        return chain[::-1] if current is None else None
 
     def save(self, view: str, sql: str, frontier: Mapping[str, int],
-             state: AggregateState | None) -> None:
-        """Store ``state`` as the state of ``view`` at ``frontier``; drop the view's others.
+             state: AggregateState | None, previous: Mapping[str, int] | None = None) -> None:
+        """Store ``state`` as the state of ``view`` at ``frontier``.
 
-        A state held on Spark (or None) is not stored; the view's stored states are still
-        dropped, since none is at the new frontier.
+        Only the state's change is written when the state at ``previous`` is stored (in
+        the same form) and the changes since its base stay small; otherwise the whole
+        state, and the view's other entries are dropped. None drops them all.
+
+        Args:
+            view: The view's name.
+            sql: Its SQL.
+            frontier: The frontier the sinks committed.
+            state: The state there; its ``change`` is relative to the state at
+                ``previous``.
+            previous: The frontier the tick started from (None: the state was built whole).
 
         Raises:
             OSError: The storage cannot be written.
         """
-        keep = None
-        if state is not None and state.table is not None:
-            keep = self._file(view, sql, frontier)
-            metadata = {ARG_TYPES_KEY: json.dumps(list(state.arg_types)).encode(),
-                        FRONTIER_KEY: json.dumps(dict(frontier), sort_keys=True).encode()}
-            if state.schema is not None:
-                metadata[SCHEMA_KEY] = state.schema.json().encode()
-            self._write(keep, state.table.replace_schema_metadata(metadata))
-        self._drop_others(view, keep)
+        folder = self.folder.child(view).child(_digest(sql))
+        if state is None or (state.rows is not None and self.spark is None):
+            self._drop(view, keep=None)
+            return
+        digest = _frontier_digest(frontier)
+        record = self._change_record(folder, state, frontier, previous)
+        if record is None:
+            rows = state.rows if state.rows is not None else state.table
+            assert rows is not None
+            record = self._record(folder, state, frontier, rows)
+        self._write_record(folder.child(f"{digest}.json"), record)
+        if record.previous is None:
+            self._drop(view, keep=(folder, digest, record.data))
 
-    def _write(self, file: Folder, table: pa.Table) -> None:
-        file.filesystem.create_dir(file.path.rsplit("/", 1)[0], recursive=True)
+    def _change_record(self, folder: Folder, state: AggregateState,
+                       frontier: Mapping[str, int], previous: Mapping[str, int] | None
+                       ) -> _Record | None:
+        """Write the state's change after the stored previous one; None when a base is due."""
+        if state.change is None or previous is None:
+            return None
+        on_spark = state.rows is not None
+        before_digest = _frontier_digest(previous)
+        before = _read_record(folder.child(f"{before_digest}.json"))
+        if before is None or before.on_spark != on_spark or before.changes >= MAX_CHANGES:
+            return None
+        base_rows = before.base_rows if before.previous is not None else before.rows
+        change_rows = _count(state.change)
+        if before.changed_rows + change_rows > base_rows:
+            return None
+        record = self._record(folder, state, frontier, state.change)
+        return _Record(**{**asdict(record), "previous": before_digest, "base_rows": base_rows,
+                          "changes": before.changes + 1,
+                          "changed_rows": before.changed_rows + change_rows})
+
+    def _record(self, folder: Folder, state: AggregateState, frontier: Mapping[str, int],
+                rows: DataFrame | pa.Table) -> _Record:
+        """Write ``rows`` (the whole state or its change) as a new data entry; its record."""
+        data = f"{_frontier_digest(frontier)}-{uuid.uuid4().hex[:8]}.parquet"
+        target = folder.child(data)
+        if isinstance(rows, pa.Table):
+            folder.filesystem.create_dir(folder.path, recursive=True)
+            pq.write_table(rows, target.path, filesystem=target.filesystem)
+            count = rows.num_rows
+        else:  # from the executors
+            rows.write.parquet(target.uri)
+            count = rows.count()  # checkpointed rows: no recompute
+        return _Record(dict(frontier), list(state.arg_types),
+                       state.schema.json() if state.schema is not None else None,
+                       on_spark=not isinstance(rows, pa.Table), data=data, rows=count,
+                       base_rows=count)
+
+    def _write_record(self, file: Folder, record: _Record) -> None:
+        body = json.dumps(asdict(record)).encode()
         if isinstance(file.filesystem, pafs.LocalFileSystem):  # rename: whole or absent
             staging = f"{file.path}.{uuid.uuid4().hex}.tmp"
-            pq.write_table(table, staging, filesystem=file.filesystem)
+            with file.filesystem.open_output_stream(staging) as out:
+                out.write(body)
             file.filesystem.move(staging, file.path)
         else:  # an object store's PUT is atomic
-            pq.write_table(table, file.path, filesystem=file.filesystem)
+            with file.filesystem.open_output_stream(file.path) as out:
+                out.write(body)
 
-    def _drop_others(self, view: str, keep: Folder | None) -> None:
-        folder = self.folder.child(view)
-        selector = pafs.FileSelector(folder.path, allow_not_found=True)
-        for info in folder.filesystem.get_file_info(selector):
-            if (info.type == pafs.FileType.File and info.path.endswith(".parquet")
-                    and (keep is None or info.path != keep.path)):  # not another's staging
-                folder.filesystem.delete_file(info.path)
+    def _drop(self, view: str, keep: tuple[Folder, str, str] | None) -> None:
+        """Delete the view's entries but the base ``keep`` (its folder, digest, data name).
+
+        Records go before data, so that no record outlives its data; files being written
+        (``.tmp``) are left alone.
+        """
+        root = self.folder.child(view)
+        filesystem = root.filesystem
+        kept: set[str] = set()
+        if keep is not None:
+            folder, digest, data = keep
+            kept = {folder.path, folder.child(f"{digest}.json").path, folder.child(data).path}
+        entries = _children(filesystem, root.path)
+        for info in entries:  # the folders of other SQL, and files of older versions
+            if info.path not in kept and not info.path.endswith(".tmp"):
+                _delete(filesystem, info)
+        if keep is not None:
+            inside = sorted(_children(filesystem, keep[0].path),
+                            key=lambda i: not i.path.endswith(".json"))
+            for info in inside:
+                if info.path not in kept and not info.path.endswith(".tmp"):
+                    _delete(filesystem, info)
+
+
+def _children(filesystem: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
+    return list(filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True)))
+
+
+def _delete(filesystem: pafs.FileSystem, info: pafs.FileInfo) -> None:
+    if info.type == pafs.FileType.Directory:
+        filesystem.delete_dir(info.path)
+    elif info.type == pafs.FileType.File:
+        filesystem.delete_file(info.path)
+
+
+def _read_record(file: Folder) -> _Record | None:
+    """The record in ``file``, or None when there is none.
+
+    Raises:
+        ValueError: The file is not a record this module writes.
+    """
+    try:
+        with file.filesystem.open_input_stream(file.path) as stream:
+            body = stream.read()
+    except FileNotFoundError:
+        return None
+    try:
+        return _Record(**json.loads(body))
+    except TypeError as error:  # other keys
+        raise ValueError(f"not an aggregate state record: {file.path}") from error
+
+
+def _read_table(file: Folder) -> pa.Table:
+    return pq.read_table(file.path, filesystem=file.filesystem)
+
+
+def _count(rows: DataFrame | pa.Table) -> int:
+    return rows.num_rows if isinstance(rows, pa.Table) else rows.count()

@@ -15,8 +15,6 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
 from ivm import AggregateState
 from lakehouse.state_store import StateStore
 
@@ -50,19 +48,22 @@ class ViewStates:
             return None
         try:
             state = self.store.load(view, sql, frontier)
-        except (OSError, pa.ArrowInvalid) as error:
-            _LOG.warning("aggregate state of %s not read from the warehouse: %s", view, error)
+        except Exception as error:  # a cache: any error of Arrow, Spark or the storage
+            _LOG.warning("aggregate state of %s not read from the warehouse: %s", view,
+                         _first_line(error))
             return None
         if state is not None:
             self._kept[view] = (sql, dict(frontier), state)
         return state
 
     def put(self, view: str, sql: str, frontier: Mapping[str, int],
-            state: AggregateState | None) -> None:
+            state: AggregateState | None, previous: Mapping[str, int] | None = None) -> None:
         """Keep ``state`` as the state of ``view`` at ``frontier`` (None forgets it).
 
         Called after the sinks committed ``frontier``: a store that cannot be written does
         not fail the refresh (the next process rebuilds the state); it is logged.
+        ``previous`` is the frontier the tick started from, whose state the new one's
+        ``change`` was added to (None when the state was aggregated whole).
         """
         if state is None:
             self._kept.pop(view, None)
@@ -71,6 +72,13 @@ class ViewStates:
         if self.store is None:
             return
         try:
-            self.store.save(view, sql, frontier, state)
-        except OSError as error:
-            _LOG.warning("aggregate state of %s not written to the warehouse: %s", view, error)
+            self.store.save(view, sql, frontier, state, previous)
+        except Exception as error:  # a cache: any error of Arrow, Spark or the storage
+            _LOG.warning("aggregate state of %s not written to the warehouse: %s", view,
+                         _first_line(error))
+
+
+def _first_line(error: Exception) -> str:
+    """The error's first line (a Spark error carries the JVM's stack trace after it)."""
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__

@@ -108,11 +108,13 @@ class SourceReader(Protocol):
         ...
 
     def change_feed(self, old: int | None, new: int,
-                    columns: Collection[str] | None = None) -> ChangeFeed:
+                    columns: Collection[str] | None = None, *,
+                    in_arrow: bool = True) -> ChangeFeed:
         """The change from ``old`` (exclusive) to ``new`` (inclusive) as a Z-set.
 
         Only ``columns`` are read when given (and all are the table's): a view reads
-        the change projected onto the columns it uses.
+        the change projected onto the columns it uses. With ``in_arrow`` False (engine
+        ``spark``) no row is read on the driver: Spark computes the change.
         """
         ...
 

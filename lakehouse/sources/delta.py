@@ -88,7 +88,8 @@ class DeltaSourceReader:
         return (self.uri, self._table(version).schema().to_json())
 
     def change_feed(self, old: int | None, new: int,
-                    columns: Collection[str] | None = None) -> ChangeFeed:
+                    columns: Collection[str] | None = None, *,
+                    in_arrow: bool = True) -> ChangeFeed:
         """The change between two versions as a consolidated Z-set.
 
         Reads Delta's change data feed when it is on over the whole range; otherwise
@@ -100,6 +101,7 @@ class DeltaSourceReader:
             new: The version the change ends at.
             columns: Keep only these columns (those a view uses); None or a name the
                 table lacks: every column.
+            in_arrow: Ignored: a Delta change is always computed by Spark.
 
         Returns:
             The table's columns (or ``columns``) plus ``_weight`` (long), computed by Spark

@@ -7,7 +7,9 @@ finds the data files whose live rows changed, and the change is the rows of thos
 at the new snapshot (+1) minus their rows at the old snapshot (-1), consolidated. Rows of
 files nobody touched are the same on both sides and are never read. With a bridge, that
 difference is computed in Arrow (:mod:`lakehouse.sources.iceberg_feed`: deleted positions
-only for merge-on-read deletes, a row-hash difference otherwise) and Spark gets only it.
+only for merge-on-read deletes, a row-hash difference otherwise) and Spark gets only it;
+otherwise (engine ``spark``, equality deletes) the executors read those files
+(:mod:`lakehouse.sources.iceberg_staged`) and Spark computes it.
 """
 
 from __future__ import annotations
@@ -19,13 +21,10 @@ from contextlib import contextmanager
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ivm import WEIGHT, KeyValues, consolidate, with_weight
@@ -37,6 +36,7 @@ from lakehouse.sources.iceberg_feed import arrow_change_feed, scan_tasks
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.iceberg_keys import rows_for_keys
 from lakehouse.sources.iceberg_lineage import lineage
+from lakehouse.sources.iceberg_staged import staged_files
 from lakehouse.sources.manifest_cache import ManifestCache
 from lakehouse.sources.row_counts import iceberg_row_count
 
@@ -56,9 +56,9 @@ class IcebergSourceReader:
         name: The source's name in the config.
         identifier: ``namespace.table``.
         ref: The branch or tag whose head is the current version.
-        bridge: When given, changed files are read by pyiceberg (only those files) and
-            handed to Spark through it; otherwise Spark scans the table and filters on
-            the ``_file`` metadata column (exact, but reads every file).
+        bridge: When given, a change feed may be computed in Arrow on the driver
+            (pyiceberg reads the changed files) and handed to Spark through it; otherwise
+            the executors read the changed files (:mod:`lakehouse.sources.iceberg_staged`).
         cache: Decoded row groups of data files kept between ticks, shared by the
             readers of a pipeline (None: none kept).
         manifests: Decoded manifest entries kept between ticks, shared likewise (None:
@@ -205,7 +205,8 @@ class IcebergSourceReader:
                 current)
 
     def change_feed(self, old: int | None, new: int,
-                    columns: Collection[str] | None = None) -> ChangeFeed:
+                    columns: Collection[str] | None = None, *,
+                    in_arrow: bool = True) -> ChangeFeed:
         """The change between two snapshots as a consolidated Z-set.
 
         Args:
@@ -213,11 +214,15 @@ class IcebergSourceReader:
             new: The snapshot the change ends at.
             columns: Read only these columns (those a view uses); None or a name the
                 table lacks: every column.
+            in_arrow: Whether the change may be computed in Arrow on the driver; False
+                (engine ``spark``) has the executors read the changed files
+                (:mod:`lakehouse.sources.iceberg_staged`) and the driver no row.
 
         Returns:
             The table's columns at ``new`` (or ``columns``) plus ``_weight`` (int64);
-            computed in Arrow (``ChangeFeed.arrow``) when the reader has a bridge and
-            neither snapshot has equality deletes.
+            computed in Arrow (``ChangeFeed.arrow``) when ``in_arrow``, the reader has a
+            bridge and neither snapshot has equality deletes; else by Spark and
+            materialized on the executors.
 
         Raises:
             SnapshotExpiredError: ``old`` was expired; only a full refresh can catch up.
@@ -240,10 +245,9 @@ class IcebergSourceReader:
                                   self.manifests).paths
             if not paths:
                 return self._empty(new, names)
-        schema = at_new.select(*names)
-        if self.bridge is not None and not (_has_equality_deletes(table, old)
-                                            or _has_equality_deletes(table, new)):
-            rows = arrow_change_feed(table, old, new, paths, schema, self.cache,
+        if in_arrow and self.bridge is not None and not (_has_equality_deletes(table, old)
+                                                         or _has_equality_deletes(table, new)):
+            rows = arrow_change_feed(table, old, new, paths, at_new.select(*names), self.cache,
                                      lambda version: self._scan_tasks(table, version)).rows
             bridge = self.bridge
 
@@ -252,10 +256,25 @@ class IcebergSourceReader:
                 return frame.selectExpr(*_aligned(frame, self._spark_columns(new, names)),
                                         WEIGHT)
             return ChangeFeed(spark_rows, rows)
-        spark_columns = self._spark_columns(new, names)
-        added = with_weight(self._rows(table, new, paths, spark_columns, schema), 1)
-        removed = with_weight(self._rows(table, old, paths, spark_columns, schema), -1)
-        return ChangeFeed.of(consolidate(added.unionByName(removed)))
+        return self._spark_feed(old, new, paths, at_new.select(*names))
+
+    def _spark_feed(self, old: int, new: int, paths: set[str] | None, schema: Schema
+                    ) -> ChangeFeed:
+        """The change computed by Spark: the files ``paths`` at ``new`` (+1) and ``old`` (-1).
+
+        Both sides are read with the columns of ``schema`` (the snapshot ``new``'s, matched
+        by field id). Without ``paths`` (no lineage between the snapshots), both whole
+        snapshots.
+        """
+        if paths is None:
+            at_new, at_old = self.snapshot(new), self.snapshot(old)
+            columns = self._spark_columns(new, [f.name for f in schema.fields])
+            return ChangeFeed.of(_difference(at_new, at_old, columns))
+        names = {f.field_id: f.name for f in schema.fields}
+        with (staged_files(self.spark, self.table_name, new, paths, names) as at_new,
+              staged_files(self.spark, self.table_name, old, paths, names) as at_old):
+            rows = _difference(at_new, at_old, at_new.schema).localCheckpoint(eager=True)
+        return ChangeFeed.of(rows, checkpointed=True)
 
     def _spark_columns(self, version: int, names: Sequence[str]) -> StructType:
         """The Spark fields ``names`` of snapshot ``version`` (resolved in Spark)."""
@@ -273,17 +292,6 @@ class IcebergSourceReader:
         """No change: the columns ``names`` of snapshot ``version``, no row."""
         return ChangeFeed.empty(with_weight(
             self.spark.createDataFrame([], self._spark_columns(version, names))))
-
-    def _rows(self, table: Table, version: int, paths: set[str] | None, columns: StructType,
-              schema: Schema) -> DataFrame:
-        """Live rows at ``version`` of the data files ``paths`` (all for None), as ``columns``."""
-        if self.bridge is not None and not _has_equality_deletes(table, version):
-            frame = self.bridge.to_spark(_arrow_rows(table, version, paths, schema))
-        else:
-            frame = self.snapshot(version)
-            if paths is not None:
-                frame = frame.where(F.col("_file").isin(sorted(paths)))
-        return frame.selectExpr(*_aligned(frame, columns))
 
     def arrow_rows(self, version: int, columns: Sequence[str],
                    keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:
@@ -314,15 +322,11 @@ class IcebergSourceReader:
         return iceberg_row_count(self._table(), version, self.name)
 
 
-def _arrow_rows(table: Table, version: int, paths: set[str] | None, schema: Schema) -> pa.Table:
-    """Read with pyiceberg only the data files ``paths`` (position deletes applied).
-
-    Columns are projected by field id onto ``schema``, so renamed columns keep their
-    values and columns added later read as null.
-    """
-    tasks = [task for task in table.scan(snapshot_id=version).plan_files()
-             if paths is None or task.file.file_path in paths]
-    return ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(tasks)
+def _difference(at_new: DataFrame, at_old: DataFrame, columns: StructType) -> DataFrame:
+    """``at_new`` (+1) minus ``at_old`` (-1), both as ``columns``, consolidated."""
+    added = with_weight(at_new.selectExpr(*_aligned(at_new, columns)), 1)
+    removed = with_weight(at_old.selectExpr(*_aligned(at_old, columns)), -1)
+    return consolidate(added.unionByName(removed))
 
 
 def _snapshot_schema(table: Table, version: int) -> Schema:

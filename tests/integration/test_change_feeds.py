@@ -37,7 +37,7 @@ from pyiceberg.typedef import Record, TableVersion
 from pyiceberg.types import IntegerType, ListType, NestedField, StructType
 from pyspark.sql import DataFrame, SparkSession
 
-from ivm import KeyValues, consolidate, with_weight
+from ivm import WEIGHT, KeyValues, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, SourceReader
@@ -113,7 +113,7 @@ def iceberg(spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: s
     The first reader reads changed files with pyiceberg, keeping decoded columns in a
     1 MiB cache (so repeated checks read them from it) and manifest entries in another
     (so its snapshots are planned from them); with ``spark_reader`` a second one reads
-    them with Spark (``_file`` filter).
+    them with Spark (the changed files staged, :mod:`lakehouse.sources.iceberg_staged`).
     """
 
     def create(name: str, mode: str = "copy-on-write", partitioned: bool = False,
@@ -383,6 +383,35 @@ def test_iceberg_merge_on_read_reads_only_deleted_positions(spark, iceberg, rest
                                 iceberg_table.schema())
     assert multiset(tuple(r.values()) for r in restored.to_pylist()) == {
         (7, "v7", 1): 8, (7, None, 1): 2}
+
+
+def test_iceberg_change_computed_on_spark_when_the_driver_reads_no_row(spark, iceberg) -> None:
+    """``in_arrow=False`` (engine spark): the executors read the changed files, staged."""
+    table, [reader] = iceberg("on_spark", "merge-on-read", partitioned=True)
+    versions = [_sql(spark, reader, _insert(table, ROWS))]
+    for statement in (f"DELETE FROM {table} WHERE id IN (2, 5)",
+                      f"UPDATE {table} SET v = 'updated' WHERE id = 3",
+                      f"ALTER TABLE {table} RENAME COLUMN v TO w",
+                      f"INSERT INTO {table} VALUES (20, 'new')"):
+        versions.append(_sql(spark, reader, statement))
+    exact = Exact(reader)
+    for old, new in zip(versions, versions[1:], strict=False):
+        feed = reader.change_feed(old, new, in_arrow=False)
+        if feed.arrow is not None:  # no file changed (the rename): nothing read at all
+            assert feed.arrow.num_rows == 0
+        else:
+            assert feed.checkpointed
+        assert _feed(feed) == exact.expected(old, new), (old, new)
+    # the renamed column keeps its values: files are matched to the new snapshot by field id
+    renamed = reader.change_feed(versions[0], versions[-1], in_arrow=False).rows
+    assert renamed.columns == ["id", "w", WEIGHT]
+    assert {(r.id, r.w, r[WEIGHT]) for r in renamed.collect()} == {
+        (2, "v2", -1), (5, "v5", -1), (3, "v3", -1), (3, "updated", 1), (20, "new", 1)}
+    jvm = spark._jvm
+    java_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, table)
+    staged = jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().fetchSetIds(java_table)
+    assert staged.isEmpty()  # each feed un-stages its files once computed
 
 
 def test_iceberg_copy_on_write_difference_with_duplicates_and_nulls(spark, iceberg,
@@ -671,3 +700,4 @@ def test_iceberg_rows_for_join_keys_decline_keys_pyiceberg_cannot_filter(spark, 
     assert reader.arrow_rows(version, ["id", "v"], keys, max_rows=10) is None
     nan = {"v": KeyValues(float("nan"), float("nan"), (float("nan"),))}
     assert reader.arrow_rows(version, ["v"], nan, max_rows=10) is None
+

@@ -7,6 +7,7 @@ reproduced by refreshing once with the Iceberg sink only.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -224,14 +225,29 @@ def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
     assert (result.mode, result.engine, jobs) == ("incremental", "local", [])
     assert not second.session.started  # the tick needed no Spark: this Runtime started none
     assert _iceberg_rows(rest_catalog, view.name) == _expected(second, view)
-    stored = list((catalog_server.warehouse / "_state" / view.name).iterdir())
-    assert [path.suffix for path in stored] == [".parquet"]  # the state at the new frontier
+    assert [r["previous"] is not None for r in _state_records(catalog_server, view)] == [
+        False, True]  # the state at the load, and the tick's change on top of it
     data["views"][0]["engine"] = "spark"  # the same view, now kept on Spark
-    third = Runtime(parse_config(data))
-    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 12, 4.0)")
-    on_spark = third.refresh(third.config.views[0])
-    assert (on_spark.mode, on_spark.engine) == ("incremental", "spark")  # stored state unused
-    assert _iceberg_rows(rest_catalog, view.name) == _expected(third, view)
+    for tick, carrier in enumerate(["UA", "KL"]):
+        runtime = Runtime(parse_config(data))  # a new process each time
+        view = runtime.config.views[0]
+        frontier = runtime.sinks(view).frontiers()["iceberg"]
+        kept = runtime.states.get(view.name, runtime.plan(view).sql, frontier)
+        assert (kept is not None and kept.rows is not None) == (tick == 1)  # stored on Spark
+        spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('{carrier}', 12, 4.0)")
+        on_spark = runtime.refresh(view)
+        assert (on_spark.mode, on_spark.engine) == ("incremental", "spark")
+        assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, view)
+        records = _state_records(catalog_server, view)
+        assert all(r["on_spark"] for r in records)  # written by the executors
+        assert [r["previous"] is not None for r in records] == [False, *[True] * tick]
+
+
+def _state_records(catalog_server: CatalogServerHandle, view: ViewConfig) -> list[dict]:
+    """The view's stored state records (:mod:`lakehouse.state_store`), base first."""
+    [folder] = (catalog_server.warehouse / "_state" / view.name).iterdir()
+    records = [json.loads(path.read_text()) for path in folder.glob("*.json")]
+    return sorted(records, key=lambda record: record["changes"])
 
 
 def test_a_diamond_of_views_refreshes_upstream_first(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 
@@ -36,15 +37,76 @@ def test_a_state_is_read_back_for_its_sql_and_frontier_only(tmp_path: Path) -> N
 def test_saving_drops_the_views_other_states_but_not_a_file_being_written(
         tmp_path: Path) -> None:
     store = StateStore(Folder.local(tmp_path / "_state"))
+    store.save("v.a", "SELECT 1", {"flights": 3}, _state())  # the view's former SQL
     store.save("v.a", SQL, {"flights": 3}, _state())
-    staging = tmp_path / "_state" / "v.a" / "another-process.parquet.1234.tmp"
+    (folder,) = [p for p in (tmp_path / "_state" / "v.a").iterdir() if p.is_dir()]
+    staging = folder / "another-process.json.1234.tmp"
     staging.write_bytes(b"being written")
     store.save("v.a", SQL, {"flights": 4}, _state())
     assert store.load("v.a", SQL, {"flights": 3}) is None
+    assert store.load("v.a", "SELECT 1", {"flights": 3}) is None
     assert store.load("v.a", SQL, {"flights": 4}) is not None
-    assert staging.exists()
+    assert staging.exists() and len(list(folder.iterdir())) == 3  # record, data, staging
     store.save("v.a", SQL, {"flights": 5}, None)  # no state kept: nothing stale is left
-    assert [p.name for p in staging.parent.iterdir()] == [staging.name]
+    assert list((tmp_path / "_state" / "v.a").iterdir()) == []
+
+
+def _groups(counts: dict[str | None, int]) -> pa.Table:
+    """A state of COUNT(*) by carrier with these row counts."""
+    return pa.table({"__g0": pa.array(list(counts), pa.string()),
+                     "__n": pa.array(list(counts.values()), pa.int64())})
+
+
+def test_a_tick_stores_its_change_and_the_state_reads_back_as_base_plus_changes(
+        tmp_path: Path) -> None:
+    store = StateStore(Folder.local(tmp_path / "_state"))
+    base: dict[str | None, int] = {f"c{i}": 1 for i in range(10)} | {None: 2}
+    store.save("v.c", SQL, {"f": 1}, AggregateState((), table=_groups(base)))
+    states, frontier, expected = [], {"f": 1}, dict(base)
+    changes: list[dict[str | None, int]] = [{"c0": 2, None: -2}, {"c1": -1, "new": 1},
+                                            {"c0": -3}]
+    for tick, change in enumerate(changes):
+        for group, rows in change.items():
+            expected[group] = expected.get(group, 0) + rows
+        expected = {g: n for g, n in expected.items() if n}
+        after = {"f": tick + 2}
+        state = AggregateState((), table=_groups(expected), change=_groups(change))
+        store.save("v.c", SQL, after, state, previous=frontier)
+        states.append((after, dict(expected)))
+        frontier = after
+    folder = next(p for p in (tmp_path / "_state" / "v.c").iterdir())
+    assert len(list(folder.glob("*.json"))) == 4  # a base and three changes
+    for at, counts in states:
+        loaded = store.load("v.c", SQL, at)
+        assert loaded is not None and loaded.table is not None
+        assert dict(zip(loaded.table["__g0"].to_pylist(), loaded.table["__n"].to_pylist(),
+                        strict=True)) == counts
+    # changes as large as the base: the whole state is stored again, older entries dropped
+    big: dict[str | None, int] = {f"c{i}": 1 for i in range(2, 10)}
+    store.save("v.c", SQL, {"f": 9}, AggregateState((), table=_groups(expected),
+                                                    change=_groups(big)), previous=frontier)
+    assert len(list(folder.glob("*.json"))) == 1
+    assert store.load("v.c", SQL, frontier) is None
+    assert store.load("v.c", SQL, {"f": 9}) is not None
+    # a change whose previous state is not stored is stored whole
+    store.save("v.c", SQL, {"f": 11}, AggregateState((), table=_groups({"x": 1}),
+                                                     change=_groups({"x": 1})),
+               previous={"f": 10})
+    loaded = store.load("v.c", SQL, {"f": 11})
+    assert loaded is not None and loaded.table is not None
+    assert loaded.table["__g0"].to_pylist() == ["x"]
+
+
+def test_a_missing_link_of_the_chain_reads_as_no_state(tmp_path: Path) -> None:
+    store = StateStore(Folder.local(tmp_path / "_state"))
+    store.save("v.c", SQL, {"f": 1}, AggregateState((), table=_groups({"a": 5, "b": 5})))
+    store.save("v.c", SQL, {"f": 2}, AggregateState((), table=_groups({"a": 6, "b": 5}),
+                                                    change=_groups({"a": 1})),
+               previous={"f": 1})
+    folder = next(p for p in (tmp_path / "_state" / "v.c").iterdir())
+    base = min(folder.glob("*.json"), key=lambda p: json.loads(p.read_text())["changes"])
+    base.unlink()
+    assert store.load("v.c", SQL, {"f": 2}) is None
 
 
 def test_view_states_fall_back_to_the_store_and_survive_its_failures(tmp_path: Path) -> None:
