@@ -157,12 +157,13 @@ def tick(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
 
 @app.command()
 def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
-    """Show each view's frontier, last refresh, lag, rows, and why a stopped view stopped."""
+    """Show each view's frontier, last refresh (and its engine), lag, rows, and why it stopped."""
     from lakehouse.catalog_client import open_catalog
     from lakehouse.status import view_status
 
     settings = _load(config)
-    table = Table("view", "frontier", "last refresh", "lag", "rows", "behind", "state")
+    table = Table("view", "frontier", "last refresh", "engine", "lag", "rows", "behind",
+                  "state")
     stopped: list[Text] = []
     try:
         with open_catalog(settings) as catalog:
@@ -175,7 +176,8 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
             at = datetime.fromtimestamp(state.refreshed_at_ms / 1000)
             refreshed = at.isoformat(" ", "seconds")
         lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
-        table.add_row(state.view, str(state.frontier or "-"), refreshed, lag,
+        table.add_row(state.view, str(state.frontier or "-"), refreshed, state.engine or "-",
+                      lag,
                       str(state.rows if state.rows is not None else "-"),
                       ", ".join(state.behind) or "-",
                       Text("stopped", style="red") if state.stopped else "ok")

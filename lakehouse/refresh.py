@@ -200,7 +200,8 @@ def _refresh_group(
             maintained = maintain(plan, inputs, kept,
                                   driver_state_max_rows=limits.driver_state_max_rows,
                                   driver_read_max_rows=limits.driver_read_max_rows)
-            result.rows_out += _apply(sinks, group, maintained, plan, result.sinks)
+            result.rows_out += _apply(sinks, group, maintained, plan, result.sinks,
+                                      maintained.engine)
             previous = group.old  # the state's change was added to the state there
             result.mode = "incremental"
             result.engine, result.engine_reason = maintained.engine, maintained.engine_reason
@@ -208,7 +209,7 @@ def _refresh_group(
             phase("compute view", detail=full_reason)
             maintained = (_recompute(plan, inputs) if view.refresh == "full"
                           else reload(plan, inputs, limits.driver_state_max_rows))
-            result.rows_out += _replace(sinks, group, maintained, result.sinks)
+            result.rows_out += _replace(sinks, group, maintained, result.sinks)  # on Spark
             result.mode, result.reason = "full", full_reason
             result.engine, result.engine_reason = "spark", "a full recompute runs on Spark"
             previous = None
@@ -322,25 +323,26 @@ def _delta(feed: ChangeFeed | None) -> DataFrame | Callable[[], DataFrame] | Non
 
 
 def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan,
-           committed: list[str]) -> int:
+           committed: list[str], engine: str) -> int:
     """Commit a view delta to the group's sinks; returns its rows (+ and -).
 
     Where the tick computed the delta decides how every sink commits it, in this one place:
     a delta in Arrow (computed on the driver) is committed from Arrow (pyiceberg, delta-rs);
     one on Spark is materialized once on the executors, then the Iceberg sink collects it
     when small (else MERGEs it with Spark) and the Delta sink commits it with delta-spark
-    from the executors. Each sink's kind is appended to ``committed`` once its commit landed.
+    from the executors. Each sink's kind is appended to ``committed`` once its commit landed;
+    each commit records ``engine``, the engine that computed the delta.
     """
     if delta.arrow is not None:
         changes = delta.arrow
         schema: pa.Schema | StructType = changes.schema.remove(
             changes.schema.get_field_index(WEIGHT))
         rows = changes.num_rows
-        commit = methodcaller("apply_arrow", changes, plan.key, group.new)
+        commit = methodcaller("apply_arrow", changes, plan.key, group.new, engine)
     else:
         frame = delta.rows.localCheckpoint(eager=True)
         schema, rows = frame.drop(WEIGHT).schema, frame.count()
-        commit = methodcaller("apply", frame, plan.key, group.new)
+        commit = methodcaller("apply", frame, plan.key, group.new, engine)
     counted(rows)
     _commit(sinks, group, schema, commit, committed)
     return rows
@@ -356,11 +358,11 @@ def _replace(sinks: ViewSinks, group: _Group, view: Maintained, committed: list[
         content = view.arrow
         schema: pa.Schema | StructType = content.schema
         rows = content.num_rows
-        commit = methodcaller("replace_arrow", content, group.new)
+        commit = methodcaller("replace_arrow", content, group.new, "spark")
     else:
         frame = view.rows.localCheckpoint(eager=True)
         schema, rows = frame.schema, frame.count()
-        commit = methodcaller("replace", frame, group.new)
+        commit = methodcaller("replace", frame, group.new, "spark")
     counted(rows)
     _commit(sinks, group, schema, commit, committed)
     return rows

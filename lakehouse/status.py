@@ -14,7 +14,7 @@ from ivm import referenced_sources
 from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
 from lakehouse.schema_guard import SchemaGuard
 from lakehouse.storage import delta_options
-from sinks.frontier import FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
+from sinks.frontier import ENGINE_KEY, FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class ViewStatus:
         lag_s: 0 when fresh; else seconds since the last refresh (or None if never).
         stopped: Why the view cannot refresh until someone acts (a column it reads was
             dropped, renamed or retyped in a source), or None.
+        engine: The engine that computed the last refresh (``local`` or ``spark``), as
+            its commit records it; None when unknown (never refreshed, or an older commit).
     """
 
     view: str
@@ -41,6 +43,7 @@ class ViewStatus:
     behind: tuple[str, ...]
     lag_s: float | None
     stopped: str | None = None
+    engine: str | None = None
 
 
 def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
@@ -86,4 +89,5 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     rows = int(summary["total-records"]) if "total-records" in summary else None
     changes = SchemaGuard(config, catalog).changes(view, [frontier], built)
     stopped = "; ".join(c.describe() for c in changes) or None
-    return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s, stopped)
+    return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s, stopped,
+                      summary.get(ENGINE_KEY))

@@ -84,31 +84,35 @@ class DeltaSink:
         return None
 
     def apply_arrow(self, delta: pa.Table, key: Sequence[str] | None,
-                    frontier: Frontier) -> None:
+                    frontier: Frontier, engine: str | None = None) -> None:
         """Apply a view delta held in Arrow, with delta-rs, in one commit carrying ``frontier``.
 
         Args:
             delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64).
             key: The view's unique key, or None when rows have multiplicities.
             frontier: The source versions the table reflects after this commit.
+            engine: The engine that computed the rows (``local``, ``spark``), recorded
+                in the commit (:data:`sinks.frontier.ENGINE_KEY`).
 
         Raises:
             SinkError: The commit failed; the table is unchanged.
         """
         table = self._base_table()
-        delta_rs.apply(table, self.uri, delta, key, self._commit(frontier),
+        delta_rs.apply(table, self.uri, delta, key, self._commit(frontier, engine),
                        self.storage_options)
 
-    def replace_arrow(self, rows: pa.Table, frontier: Frontier) -> None:
+    def replace_arrow(self, rows: pa.Table, frontier: Frontier, engine: str | None = None
+                      ) -> None:
         """Replace the table's content by ``rows`` (Arrow) in one commit (full refresh).
 
         Raises:
             SinkError: The commit failed; the table is unchanged.
         """
         delta_rs.write(self._base_table() or self.uri, rows, "overwrite",
-                       self._commit(frontier), self.storage_options)
+                       self._commit(frontier, engine), self.storage_options)
 
-    def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier) -> None:
+    def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier,
+              engine: str | None = None) -> None:
         """Apply a view delta held in Spark, with delta-spark, in one commit.
 
         The executors write the data files; nothing is collected to the driver.
@@ -117,18 +121,20 @@ class DeltaSink:
             delta: Consolidated Z-set: the view's columns plus ``_weight`` (long).
             key: The view's unique key, or None when rows have multiplicities.
             frontier: The source versions the table reflects after this commit.
+            engine: The engine that computed the rows (``local``, ``spark``), recorded
+                in the commit (:data:`sinks.frontier.ENGINE_KEY`).
 
         Raises:
             SinkError: The commit failed or the table moved; the table is unchanged.
         """
         from sinks import delta_spark
 
-        table, commit = self._base_table(), self._commit(frontier)
+        table, commit = self._base_table(), self._commit(frontier, engine)
         delta_spark.apply(self._session(), self.uri, table.version() if table else None, delta,
                           key, commit)
         self._require_landed(commit)
 
-    def replace(self, rows: DataFrame, frontier: Frontier) -> None:
+    def replace(self, rows: DataFrame, frontier: Frontier, engine: str | None = None) -> None:
         """Replace the table's content by ``rows`` (Spark) in one commit (full refresh).
 
         Raises:
@@ -136,7 +142,7 @@ class DeltaSink:
         """
         from sinks import delta_spark
 
-        commit = self._commit(frontier)
+        commit = self._commit(frontier, engine)
         delta_spark.write(self.uri, rows, "overwrite", commit)
         self._require_landed(commit)
 
@@ -165,9 +171,9 @@ class DeltaSink:
         """The table as of :meth:`frontier` (or now, if the frontier was not read)."""
         return self._base if self._base is not None else self._table()
 
-    def _commit(self, frontier: Frontier) -> DeltaCommit:
+    def _commit(self, frontier: Frontier, engine: str | None) -> DeltaCommit:
         table = self._base_table()
         state = self.refresh_states.state(frontier, self._started_ms)
         base_version = table.version() if table is not None else None
-        return DeltaCommit(freshness_properties(frontier, state), self.app_id,
+        return DeltaCommit(freshness_properties(frontier, state, engine), self.app_id,
                            app_transaction_version(base_version), create=table is None)

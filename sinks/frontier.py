@@ -18,6 +18,10 @@ FRONTIER_KEY = "lakehouse.frontier"
 REFRESHED_AT_KEY = "lakehouse.refreshed-at-ms"
 """Snapshot summary / commit info key holding the refresh time (ms since epoch)."""
 
+ENGINE_KEY = "lakehouse.engine"
+"""Snapshot summary / commit info key naming the engine that computed the commit's rows
+(``local`` or ``spark``; absent when the caller did not say)."""
+
 
 def encode_frontier(frontier: Frontier) -> str:
     """Serialise a frontier as compact JSON with sorted keys."""

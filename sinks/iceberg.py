@@ -148,7 +148,8 @@ class IcebergSink:
         if self._base is not None:
             self._base = _Base(table, self._base.snapshot_id)
 
-    def apply_arrow(self, delta: pa.Table, key: Sequence[str] | None, frontier: Frontier) -> None:
+    def apply_arrow(self, delta: pa.Table, key: Sequence[str] | None, frontier: Frontier,
+                    engine: str | None = None) -> None:
         """Apply a view delta in one snapshot and one catalog commit carrying ``frontier``.
 
         Keyed views: every row whose key equals a delta row's key (NULL equals NULL) is
@@ -161,6 +162,8 @@ class IcebergSink:
                 e.g. Spark's ``DataFrame.toArrow()``; types are cast to the table's.
             key: The view's unique key, or None when rows have multiplicities.
             frontier: The source versions the table reflects after this commit.
+            engine: The engine that computed the rows (``local``, ``spark``), recorded
+                in the commit (:data:`sinks.frontier.ENGINE_KEY`).
 
         Raises:
             SinkError: Another refresh committed since :meth:`frontier`, the delta does not
@@ -176,14 +179,17 @@ class IcebergSink:
                 return rewrite_deleted(table, data, key, writer, inserts=expanded(data),
                                        planner=self.planner)
             return Rewrite([], writer.write(expanded(data)), 0)
-        self._commit(table, writer, stage, frontier)
+        self._commit(table, writer, stage, self._properties(frontier, engine))
 
-    def replace_arrow(self, rows: pa.Table, frontier: Frontier) -> None:
+    def replace_arrow(self, rows: pa.Table, frontier: Frontier, engine: str | None = None
+                      ) -> None:
         """Replace the table's content by ``rows`` in one snapshot (full refresh).
 
         Args:
             rows: The view's columns (cast to the table's types).
             frontier: The source versions the table reflects after this commit.
+            engine: The engine that computed the rows (``local``, ``spark``), recorded
+                in the commit (:data:`sinks.frontier.ENGINE_KEY`).
 
         Raises:
             SinkError: As :meth:`apply_arrow`.
@@ -195,17 +201,16 @@ class IcebergSink:
         def stage() -> Rewrite:
             removed = [task.file for task in planned(table, planner=self.planner)]
             return Rewrite(removed, writer.write(data), len(removed))
-        self._commit(table, writer, stage, frontier)
+        self._commit(table, writer, stage, self._properties(frontier, engine))
 
     def _commit(self, table: Table, writer: DataFileWriter, stage: Callable[[], Rewrite],
-                frontier: Frontier) -> None:
-        """Write the data files (``stage``), then commit them with the freshness properties.
+                properties: dict[str, str]) -> None:
+        """Write the data files (``stage``), then commit them with the freshness ``properties``.
 
         Raises:
             SinkError: Writing failed or the commit was refused (the files written are
                 deleted), or the commit failed with an unknown outcome.
         """
-        properties = self._properties(frontier)
         try:
             rewrite = stage()
         except Exception as error:  # IO and Arrow raise many types; report them as one
@@ -266,11 +271,12 @@ class IcebergSink:
                             table=self.identifier)
         return table
 
-    def _properties(self, frontier: Frontier) -> dict[str, str]:
+    def _properties(self, frontier: Frontier, engine: str | None) -> dict[str, str]:
         state = self.refresh_states.state(frontier, self._started_ms)
-        return freshness_properties(frontier, state)
+        return freshness_properties(frontier, state, engine)
 
-    def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier) -> None:
+    def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier,
+              engine: str | None = None) -> None:
         """Apply a view delta given as a DataFrame in one snapshot carrying ``frontier``.
 
         Up to ``arrow_max_rows`` rows: collected and applied by :meth:`apply_arrow`. Larger:
@@ -280,6 +286,7 @@ class IcebergSink:
             delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64).
             key: The view's unique key, or None when rows have multiplicities.
             frontier: The source versions the table reflects after this commit.
+            engine: As for :meth:`apply_arrow`.
 
         Raises:
             SinkError: The commit failed, or another refresh committed first; the table
@@ -287,11 +294,11 @@ class IcebergSink:
         """
         collected = collect_arrow(delta, self.arrow_max_rows) if self.arrow_max_rows else None
         if collected is not None:
-            self.apply_arrow(collected, key, frontier)
+            self.apply_arrow(collected, key, frontier, engine)
             return
-        self._spark_writer().apply(delta, key, self._properties(frontier))
+        self._spark_writer().apply(delta, key, self._properties(frontier, engine))
 
-    def replace(self, rows: DataFrame, frontier: Frontier) -> None:
+    def replace(self, rows: DataFrame, frontier: Frontier, engine: str | None = None) -> None:
         """Replace the table's content by ``rows`` in one snapshot (full refresh).
 
         Up to ``arrow_max_rows`` rows by :meth:`replace_arrow`, else by a Spark overwrite.
@@ -301,9 +308,9 @@ class IcebergSink:
         """
         collected = collect_arrow(rows, self.arrow_max_rows) if self.arrow_max_rows else None
         if collected is not None:
-            self.replace_arrow(collected, frontier)
+            self.replace_arrow(collected, frontier, engine)
             return
-        self._spark_writer().replace(rows, self._properties(frontier))
+        self._spark_writer().replace(rows, self._properties(frontier, engine))
 
     def _spark_writer(self) -> SparkWriter:
         return SparkWriter(self.spark, self.catalog, self._catalog_name, self.identifier,

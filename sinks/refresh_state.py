@@ -28,7 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from pyiceberg.catalog import Catalog
 
 from sinks.errors import SinkError
-from sinks.frontier import FRONTIER_KEY, REFRESHED_AT_KEY, Frontier, encode_frontier
+from sinks.frontier import (
+    ENGINE_KEY,
+    FRONTIER_KEY,
+    REFRESHED_AT_KEY,
+    Frontier,
+    encode_frontier,
+)
 
 REFRESH_STATE_KEY = "refresh-state"
 """Snapshot summary / table property / commit info key holding the refresh state (JSON)."""
@@ -140,11 +146,16 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def freshness_properties(frontier: Frontier, state: RefreshState) -> dict[str, str]:
-    """What each sink commit records: frontier, commit time, and the refresh state.
+def freshness_properties(frontier: Frontier, state: RefreshState,
+                         engine: str | None = None) -> dict[str, str]:
+    """What each sink commit records: frontier, commit time, the refresh state, the engine.
 
     Returns:
-        ``{lakehouse.frontier, lakehouse.refreshed-at-ms, refresh-state}`` as strings.
+        ``{lakehouse.frontier, lakehouse.refreshed-at-ms, refresh-state}`` as strings, and
+        ``lakehouse.engine`` when ``engine`` is given.
     """
-    return {FRONTIER_KEY: encode_frontier(frontier), REFRESHED_AT_KEY: str(now_ms()),
-            REFRESH_STATE_KEY: state.to_json()}
+    properties = {FRONTIER_KEY: encode_frontier(frontier), REFRESHED_AT_KEY: str(now_ms()),
+                  REFRESH_STATE_KEY: state.to_json()}
+    if engine is not None:
+        properties[ENGINE_KEY] = engine
+    return properties

@@ -191,6 +191,11 @@ def test_the_engine_setting_chooses_where_ticks_run(
     for view in views:
         assert _iceberg_rows(rest_catalog, view.name) == expected
         assert _delta_rows(runtime, view) == expected
+    # each commit records its engine, and ``status`` reports it
+    engines = [view_status(runtime.config, runtime.catalog, v).engine for v in views]
+    assert engines == ["local", "spark"]
+    history = [DeltaTable(runtime.delta_uri(v)).history(1)[0] for v in views]
+    assert [json.loads(h["userMetadata"])["lakehouse.engine"] for h in history] == engines
     data["views"] = [{"name": f"{namespace}.top", "engine": "local",
                       "sql": "SELECT carrier, MAX(flight) AS top FROM flights GROUP BY carrier"}]
     refusing = Runtime(parse_config(data))
