@@ -152,7 +152,9 @@ class SparkConfig(_Strict):
     """The Spark session of the pipeline.
 
     Attributes:
-        master: Spark master URL (``local[2]``, ``spark://host:7077``...).
+        master: Spark master URL (``local[2]``, ``spark://host:7077``...). Unset: the
+            ``--master`` of ``spark-submit`` when the pipeline runs under it, else
+            ``local[2]`` (:func:`lakehouse.spark.session.build_spark_session`).
         catalog_name: Name of the Iceberg catalog inside Spark SQL.
         conf: Extra Spark properties.
         jars: Jar paths for ``spark.jars`` instead of those resolved from the package's Maven
@@ -162,7 +164,7 @@ class SparkConfig(_Strict):
         log_level: Spark's log level once the session runs.
     """
 
-    master: str = "local[2]"
+    master: str | None = None
     catalog_name: str = "lakehouse"
     conf: dict[str, str] = Field(default_factory=dict)
     jars: list[str] = Field(default_factory=list)

@@ -13,7 +13,8 @@ folder and the session's temporary root are covered by an empty tmpfs, with only
 own folder bound back into place: a task that opens a driver-local path there (a ``file:``
 warehouse, a scratch file of the driver) fails with "file not found" instead of reading the
 driver's copy. The venv, the pyspark install and the jar cache stay visible (executors need
-them).
+them). The daemons, and so the executors, have the S3 server's credentials in the standard
+AWS variables, as a cluster node has its own.
 
 The warehouse is an ``s3://`` bucket on a moto server (its own process); the catalog is the
 project's REST catalog on that warehouse; the session (:func:`cluster_spark`) reads and writes
@@ -224,11 +225,20 @@ def isolated_command(folder: Path, hidden: Sequence[Path], command: Sequence[str
 
 
 def _daemon_env(folder: Path, host: str) -> dict[str, str]:
+    """The environment of a daemon, which its executors inherit.
+
+    It holds the moto server's credentials in the standard AWS variables, as a cluster node
+    holds its own (or has an instance role): an application that does not pass keys in its
+    configuration, as the pipeline does not, reaches S3 through the AWS credential chain.
+    """
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable,
            "SPARK_LOCAL_IP": host, "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
            "SPARK_WORKER_DIR": str(folder / "work"), "SPARK_LOCAL_DIRS": str(folder / "local"),
-           "SPARK_LOG_DIR": str(folder), "SPARK_NO_DAEMONIZE": "1"}
+           "SPARK_LOG_DIR": str(folder), "SPARK_NO_DAEMONIZE": "1",
+           "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
     env.pop("SPARK_CONF_DIR", None)
+    env.pop("AWS_SESSION_TOKEN", None)
+    env.pop("AWS_PROFILE", None)
     return env
 
 
@@ -396,6 +406,18 @@ def cluster_conf() -> dict[str, str]:
     }
 
 
+def free_cluster(handle: SparkClusterHandle) -> None:
+    """Make way for an application started by another process (the pipeline's CLI).
+
+    This process's local session is stopped (its memory is needed), and no application may
+    be running on the cluster: a standalone application takes every free core, so one left
+    running (:func:`cluster_spark`'s) would leave the next with no executor, waiting.
+    """
+    _stop_other_session(handle.master_url)
+    running = [app.get("name") for app in handle.status().get("activeapps", [])]
+    assert not running, f"applications still run on the cluster: {running}"
+
+
 def _stop_other_session(master_url: str) -> None:
     """Stop the process's SparkContext unless it is on ``master_url`` (one per process)."""
     from pyspark import SparkContext
@@ -443,9 +465,15 @@ def cluster_spark(spark_cluster: SparkClusterHandle, cluster_s3: S3Handle,
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests on the cluster last: their session replaces the local one."""
-    def on_cluster(item: pytest.Item) -> bool:
-        return "spark_cluster" in getattr(item, "fixturenames", ())
+    """Run the tests on the cluster last: their session replaces the local one.
+
+    Those with this process's session on the cluster (:func:`cluster_spark`, which holds
+    every core of it until the end) come after those whose applications run in processes
+    of their own.
+    """
+    def on_cluster(item: pytest.Item) -> tuple[bool, bool]:
+        names = getattr(item, "fixturenames", ())
+        return "spark_cluster" in names, "cluster_spark" in names
     items.sort(key=on_cluster)  # stable: the order within each group is kept
 
 

@@ -16,10 +16,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "DEFAULT_MASTER",
     "DELTA_EXTENSIONS",
     "ICEBERG_EXTENSIONS",
     "build_spark_session",
     "iceberg_session_conf",
+    "launched_by_spark_submit",
     "s3_session_conf",
 ]
 
@@ -27,6 +29,8 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 DELTA_EXTENSIONS = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG_CLASS = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 ICEBERG_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+DEFAULT_MASTER = "local[2]"
+"""The master of a session started from plain Python when none is given."""
 # Small-machine defaults; any of them can be overridden through ``extra_conf``.
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.driver.memory": "2g",
@@ -111,7 +115,10 @@ def s3_session_conf(catalog_name: str, s3: S3Settings) -> dict[str, str]:
     else (Delta tables, the scratch Parquet files) goes through Hadoop's S3A, which also
     serves the ``s3`` scheme (``fs.s3.impl``): a Delta table keeps one URI, ``s3://...``,
     for Spark, delta-rs, DuckDB and the catalog, rather than an ``s3a://`` alias for Spark
-    alone. Credentials come from the standard AWS chain on the driver and on each executor
+    alone. No ``AbstractFileSystem`` is mapped to ``s3``: Hadoop's ``S3A`` one accepts only
+    the ``s3a`` scheme and fails on an ``s3://`` path, where Spark's ``FileContext`` users
+    (Delta's checksum files) fall back to the ``FileSystem`` API when none is configured.
+    Credentials come from the standard AWS chain on the driver and on each executor
     (:data:`AWS_CREDENTIALS_CHAIN`; the AWS SDK v2's default chain for S3FileIO).
 
     Args:
@@ -125,7 +132,6 @@ def s3_session_conf(catalog_name: str, s3: S3Settings) -> dict[str, str]:
     path_style = str(s3.path_style).lower()
     conf = {
         "spark.hadoop.fs.s3.impl": S3A_FILESYSTEM,
-        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
         f"{hadoop}.aws.credentials.provider": AWS_CREDENTIALS_CHAIN,
         f"{hadoop}.endpoint.region": s3.region,
         f"{hadoop}.path.style.access": path_style,
@@ -140,10 +146,31 @@ def s3_session_conf(catalog_name: str, s3: S3Settings) -> dict[str, str]:
     return conf
 
 
+def launched_by_spark_submit() -> bool:
+    """Whether this Python process runs under ``spark-submit`` (its JVM is already started).
+
+    ``spark-submit`` starts the driver's JVM with its ``--master``, ``--jars``,
+    ``--packages``, ``--driver-memory`` and ``--conf`` settings, then this process, which
+    finds the JVM through ``PYSPARK_GATEWAY_PORT``. The JVM's classpath and memory are fixed
+    by then: jars and driver memory set on the session builder no longer reach the driver.
+    """
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+
+
+def _submitted_conf() -> dict[str, str] | None:
+    """The settings ``spark-submit`` started the driver's JVM with; None without it."""
+    if not launched_by_spark_submit():
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+    return dict(SparkConf().getAll())
+
+
 def build_spark_session(
     *,
     app_name: str,
-    master: str = "local[2]",
+    master: str | None = None,
     catalog_name: str,
     catalog_uri: str,
     warehouse: str,
@@ -161,9 +188,16 @@ def build_spark_session(
     (``PYSPARK_PYTHON``), so they see the same pyarrow. Jars, extensions and driver memory only
     apply to the first session of a process; catalog settings apply to a reused one too.
 
+    Under ``spark-submit`` (:func:`launched_by_spark_submit`) what it was given stands
+    unless set here: no ``master`` keeps its ``--master``; the default jars are not resolved
+    (its ``--jars`` or ``--packages`` put them on the driver's classpath, which jars set here
+    cannot reach any more); its ``--driver-memory`` and ``--conf`` values beat
+    :data:`DEFAULT_CONF` (``extra_conf`` still beats them).
+
     Args:
         app_name: The Spark application name.
-        master: The Spark master URL.
+        master: The Spark master URL; None: ``spark-submit``'s ``--master``, else
+            :data:`DEFAULT_MASTER`.
         catalog_name: The Spark catalog name, made ``spark.sql.defaultCatalog``.
         catalog_uri: The catalog URI (REST base URI, e.g. ``http://127.0.0.1:8181/iceberg``).
         warehouse: The warehouse location.
@@ -183,10 +217,11 @@ def build_spark_session(
     """
     from pyspark.sql import SparkSession
 
-    if jars is None and not jars_packages:
+    submitted = _submitted_conf()
+    if jars is None and not jars_packages and submitted is None:
         jars = spark_jars()
     conf = {
-        **DEFAULT_CONF,
+        **{k: v for k, v in DEFAULT_CONF.items() if submitted is None or k not in submitted},
         **iceberg_session_conf(
             catalog_name=catalog_name,
             catalog_uri=catalog_uri,
@@ -200,7 +235,9 @@ def build_spark_session(
         **extra_conf,
     }
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name).master(master)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None or submitted is None:
+        builder = builder.master(master or DEFAULT_MASTER)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()  # a reused session takes the runtime (catalog) settings only
