@@ -8,14 +8,23 @@ incremental and full refreshes (batches of 5% to 60% at SF 0.1, 3 minutes).
 ``--parts tpch,freshness`` leaves the other results as they are.
 
 Each part replaces its own entry in ``docs/benchmarks/results.json``; the document and its
-plots are then regenerated from that file alone.
+plots are then regenerated from that file alone. ``--out DIR`` reads and writes
+``DIR/benchmarks/results.json`` and ``DIR/benchmarks.md`` instead (a trial run, or a run on
+another machine or cluster kept apart).
+
+The TPC-H part times every incremental refresh once per engine of ``--engines`` (each its
+own views, ``engine: <e>``). ``--master spark://host:7077`` runs it on a standalone cluster
+whose workers see the benchmark folder (``BENCH_DIR``, default ``.bench``) at the same path;
+``--driver-memory`` sets the driver's JVM heap (the first session of the process).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
+from tests.benchmarks import common
 from tests.benchmarks.common import load_average, machine, save_part
 
 PARTS = ("tpch", "catalog", "freshness", "crossover")
@@ -23,6 +32,25 @@ PARTS = ("tpch", "catalog", "freshness", "crossover")
 
 def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x]
+
+
+ENGINE_SETTINGS = ("auto", "spark", "local")
+
+
+def _engines(text: str) -> tuple[str, ...]:
+    engines = tuple(dict.fromkeys(e.strip() for e in text.split(",") if e.strip()))
+    wrong = [e for e in engines if e not in ENGINE_SETTINGS]
+    if wrong or not engines:
+        raise argparse.ArgumentTypeError(
+            f"engines: a comma-separated subset of {', '.join(ENGINE_SETTINGS)}, not {text!r}")
+    return engines
+
+
+def _conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--spark-conf takes KEY=VALUE, not {text!r}")
+    return key.strip(), value.strip()
 
 
 def main() -> None:
@@ -53,9 +81,26 @@ def main() -> None:
                         help="crossover: the TPC-H scale factor")
     parser.add_argument("--crossover-fractions", default="0.05,0.1,0.2,0.3,0.45,0.6",
                         help="crossover: batch sizes, as fractions of the orders")
+    parser.add_argument("--engines", type=_engines, default=("auto", "spark"),
+                        help="TPC-H: the engines whose incremental views are timed side by "
+                             "side, comma-separated (auto, spark, local)")
+    parser.add_argument("--master", default=None,
+                        help="TPC-H: spark.master (e.g. spark://host:7077); default: the "
+                             "pipeline's own (local[2])")
+    parser.add_argument("--driver-memory", default="8g",
+                        help="TPC-H: spark.driver.memory (e.g. 2g)")
+    parser.add_argument("--spark-conf", type=_conf, action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="TPC-H: one more spark.conf property (repeatable), e.g. "
+                             "spark.executor.memory=4g")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="read and write OUT/benchmarks/results.json and OUT/benchmarks.md "
+                             "(default: docs)")
     parser.add_argument("--report-only", action="store_true",
                         help="only regenerate docs/benchmarks.md from results.json")
     args = parser.parse_args()
+    if args.out is not None:
+        common.use_output(args.out)
     if not args.report_only:
         parts = [p for p in args.parts.split(",") if p]
         for part in parts:
@@ -80,7 +125,9 @@ def _run(part: str, args: argparse.Namespace) -> dict:
                                 tuple(_floats(args.delete_fractions)), args.delete_scaling_below,
                                 large_fraction_below=args.large_fraction_below,
                                 cow_delete_below=args.cow_delete_below,
-                                batch_repeats=args.batch_repeats)
+                                batch_repeats=args.batch_repeats, engines=args.engines,
+                                spark=tpch_refresh.SparkSetup(args.master, args.driver_memory,
+                                                              dict(args.spark_conf)))
     if part == "catalog":
         from tests.benchmarks import catalog_load
 

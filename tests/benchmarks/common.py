@@ -18,6 +18,9 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "benchmarks" / "results.json"
+"""The results file: ``<out>/benchmarks/results.json``, with ``<out>`` ``docs`` unless
+:func:`use_output` moved it; the report is ``<out>/benchmarks.md``, its plots beside the
+results."""
 WORK = Path(os.environ.get("BENCH_DIR", ROOT / ".bench"))
 """Scratch space: generated TPC-H data, warehouses (``BENCH_DIR`` overrides)."""
 WORK.mkdir(parents=True, exist_ok=True)
@@ -42,6 +45,19 @@ def machine() -> dict[str, Any]:
     }
 
 
+def use_output(folder: Path) -> None:
+    """Read and write the results (and the report, :mod:`tests.benchmarks.report`) under
+    ``folder`` instead of ``docs``: ``folder/benchmarks/results.json``, ``folder/benchmarks.md``.
+    """
+    global RESULTS
+    RESULTS = Path(folder).resolve() / "benchmarks" / "results.json"
+
+
+def report_path() -> Path:
+    """The report beside the results file: ``<out>/benchmarks.md``."""
+    return RESULTS.parent.parent / "benchmarks.md"
+
+
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages."""
     return [round(x, 2) for x in os.getloadavg()]
@@ -60,22 +76,43 @@ class MemoryProbe:
 
     Sampled every ``interval_s`` in a daemon thread while active; ``jvm_heap`` is read
     from the JVM's memory pools (peak since :meth:`reset_jvm_peak`) when a Spark
-    session is given.
+    session is given. ``jvm_peak`` counts the ``java`` children only, and ``total_peak`` is
+    the peak of this process and them summed in one sample: the whole driver (Python and
+    its JVM; in local mode the JVM holds the executors too, on a cluster they are
+    elsewhere). ``children_peak`` counts every descendant, which overstates: when the JVM
+    runs a command (Hadoop's local file system runs ``chmod``, ``readlink``), the forked
+    copy holds, until it execs, the JVM's pages under its thread's name (``Thread-4``),
+    counted a second time. ``seen`` names every child with its peak.
     """
 
     pid: int = field(default_factory=os.getpid)
     interval_s: float = 0.1
     driver_peak: int = 0
     children_peak: int = 0
+    jvm_peak: int = 0
+    total_peak: int = 0
+    seen: dict[str, int] = field(default_factory=dict)
+    """Each child process name seen, with its peak RSS (bytes)."""
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def _sample(self) -> None:
         process = psutil.Process(self.pid)
         while not self._stop.is_set():
             try:
-                self.driver_peak = max(self.driver_peak, process.memory_info().rss)
-                children = sum(c.memory_info().rss for c in process.children(recursive=True))
+                driver = process.memory_info().rss
+                children = jvm = 0
+                for child in process.children(recursive=True):
+                    try:
+                        rss, name = child.memory_info().rss, child.name()
+                    except psutil.Error:  # ended meanwhile
+                        continue
+                    children += rss
+                    jvm += rss if name == "java" else 0
+                    self.seen[name] = max(self.seen.get(name, 0), rss)
+                self.driver_peak = max(self.driver_peak, driver)
                 self.children_peak = max(self.children_peak, children)
+                self.jvm_peak = max(self.jvm_peak, jvm)
+                self.total_peak = max(self.total_peak, driver + jvm)
             except psutil.Error:
                 pass
             self._stop.wait(self.interval_s)
@@ -84,7 +121,8 @@ class MemoryProbe:
     def active(self) -> Iterator[MemoryProbe]:
         """Sample while the block runs."""
         self._stop.clear()
-        self.driver_peak = self.children_peak = 0
+        self.driver_peak = self.children_peak = self.jvm_peak = self.total_peak = 0
+        self.seen = {}
         thread = threading.Thread(target=self._sample, daemon=True)
         thread.start()
         try:
@@ -94,10 +132,13 @@ class MemoryProbe:
             thread.join()
 
     def result(self, jvm_heap_peak: int | None = None) -> dict[str, float | None]:
-        """Peaks in MiB: driver RSS, child processes' RSS (the JVM), JVM heap used."""
+        """Peaks in MiB: driver RSS, child processes' RSS (the JVM, and any other child),
+        the ``java`` children's alone, the driver with them (Python + JVM), JVM heap used."""
         mib = 2**20
         return {"driver_rss_mib": round(self.driver_peak / mib, 1),
                 "children_rss_mib": round(self.children_peak / mib, 1),
+                "jvm_rss_mib": round(self.jvm_peak / mib, 1),
+                "driver_total_rss_mib": round(self.total_peak / mib, 1),
                 "jvm_heap_peak_mib": None if jvm_heap_peak is None
                 else round(jvm_heap_peak / mib, 1)}
 

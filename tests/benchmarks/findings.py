@@ -14,18 +14,29 @@ from lakehouse.config import DEFAULT_FULL_REFRESH_RATIO
 from tests.benchmarks.crossings import KINDS, RATIO_STEP, Crossover, crossovers, ratio_from
 from tests.benchmarks.profile import categorize
 from tests.benchmarks.targets import (
+    DEFAULT_ENGINE,
     FIXED_KINDS,
+    FLOOR_ENGINES,
     JOIN_VIEWS,
     QUERIES,
+    TARGETS,
+    all_engines,
     compared,
+    engines_of,
     fixed,
+    fixed_runs,
+    floor_s,
+    normalize,
     speedup_goal,
     targets,
 )
 
 GROUPS = (("speed-up over Spark's full refresh", "full / incremental"),
+          ("speed-up over DuckDB's recompute", "duckdb / incremental"),
           ("scaling", " / SF "), ("refresh / floor", "refresh / floor"),
           ("catalog loadTable", "loadTable"), ("freshness", "freshness"))
+LOCAL = DEFAULT_ENGINE
+"""The engine whose ticks the prose on the driver's path (column cache, profiles) is about."""
 
 
 def _span(values: Iterable[float], unit: str = "", digits: int = 1) -> str:
@@ -79,8 +90,22 @@ def _summary(rows: list[list[str]]) -> str:
 
 
 def _ratios(batches: list[dict[str, Any]], kind: str, views: tuple[str, ...],
-            num: str, den: str) -> list[float]:
-    return [b[q][num]["s"] / b[q][den]["s"] for b in batches if b["kind"] == kind for q in views]
+            num: str, den: str, engine: str) -> list[float]:
+    """``num`` / ``den`` seconds over ``batches`` of ``kind``: ``incremental`` is
+    ``engine``'s refresh."""
+    def seconds(b: dict[str, Any], q: str, mode: str) -> float | None:
+        sample = b[q]["incremental"].get(engine) if mode == "incremental" else b[q][mode]
+        return sample["s"] if sample else None
+
+    return [n / d for b in batches if b["kind"] == kind for q in views
+            if (n := seconds(b, q, num)) is not None and (d := seconds(b, q, den))]
+
+
+def _full_over_inc(batches: list[dict[str, Any]], kind: str, engine: str) -> str:
+    """``inserts Q1 4.7-11.7×, Q3/Q5 5.1-11.0×``: Spark's full refresh / ``engine``'s."""
+    q1 = _ratios(batches, kind, ("q1",), "full", "incremental", engine)
+    joins = _ratios(batches, kind, JOIN_VIEWS, "full", "incremental", engine)
+    return f"{kind}s Q1 {_span(q1, '×')}, Q3/Q5 {_span(joins, '×')}"
 
 
 def _speed(sfs: dict[str, Any]) -> list[str]:
@@ -90,19 +115,20 @@ def _speed(sfs: dict[str, Any]) -> list[str]:
         kinds = [k for k in FIXED_KINDS if any(b["kind"] == k for b in batches)]
         if not kinds:
             continue
-        parts = [f"{kind}s Q1 {_span(_ratios(batches, kind, ('q1',), 'full', 'incremental'), '×')}"
-                 f", Q3/Q5 {_span(_ratios(batches, kind, JOIN_VIEWS, 'full', 'incremental'), '×')}"
-                 for kind in kinds]
         duck = [b[q]["duckdb"]["s"] for b in batches for q in QUERIES]
-        inc = [b[q]["incremental"]["s"] for b in batches for q in QUERIES]
-        versus = _ratios(batches, "insert", QUERIES, "incremental", "duckdb") + _ratios(
-            batches, "delete", QUERIES, "incremental", "duckdb")
-        out.append(f"SF {sf}: Spark's full refresh takes this many times the incremental "
-                   "refresh's time (above 1×: incremental is faster): "
-                   + "; ".join(parts) + f" (all batch sizes). Incremental refreshes take "
-                   f"{_span(inc, ' s')}; DuckDB's recompute of the same SQL takes "
-                   f"{_span(duck, ' s', 2)}, so incremental takes {_span(versus, '×')} "
-                   "DuckDB's time (DuckDB writes nothing; the refresh commits to two sinks).")
+        for engine in engines_of(entry):
+            parts = [_full_over_inc(batches, kind, engine) for kind in kinds]
+            inc = [b[q]["incremental"][engine]["s"] for b in batches for q in QUERIES
+                   if engine in b[q]["incremental"]]
+            versus = [r for kind in kinds
+                      for r in _ratios(batches, kind, QUERIES, "duckdb", "incremental", engine)]
+            out.append(f"SF {sf}, `engine: {engine}`: Spark's full refresh takes this many "
+                       "times the incremental refresh's time (above 1×: incremental is "
+                       "faster): " + "; ".join(parts) + " (all batch sizes). Incremental "
+                       f"refreshes take {_span(inc, ' s')}; DuckDB's recompute of the same SQL "
+                       f"takes {_span(duck, ' s', 2)}, {_span(versus, '×')} the incremental "
+                       "refresh's time (DuckDB writes nothing; the refresh commits to two "
+                       "sinks).")
     return out
 
 
@@ -114,11 +140,16 @@ def _growth(sfs: dict[str, Any]) -> list[str]:
             continue
         small, big = inserts[0], inserts[-1]
         rows = big["change"]["rows"]["lineitem"] / max(small["change"]["rows"]["lineitem"], 1)
-        growth = [big[q]["incremental"]["s"] / small[q]["incremental"]["s"] for q in QUERIES]
         full = [big[q]["full"]["s"] / small[q]["full"]["s"] for q in QUERIES]
+        growth = {e: [big[q]["incremental"][e]["s"] / small[q]["incremental"][e]["s"]
+                      for q in QUERIES
+                      if e in big[q]["incremental"] and e in small[q]["incremental"]]
+                  for e in engines_of(entry)}
         out.append(f"SF {sf}: from a {small['fraction']:.1%} to a {big['fraction']:.1%} insert "
-                   f"({rows:.0f}× the rows) the incremental refresh takes {_span(growth, '×')} "
-                   f"as long (Spark's full refresh {_span(full, '×')}).")
+                   f"({rows:.0f}× the rows) the incremental refresh takes "
+                   + ", ".join(f"{_span(g, '×')} as long with `engine: {e}`"
+                               for e, g in growth.items() if g)
+                   + f" (Spark's full refresh {_span(full, '×')}).")
     return out
 
 
@@ -126,21 +157,30 @@ def _scaling(sfs: dict[str, Any]) -> str | None:
     if len(sfs) < 2:
         return None
     small, big = compared(sfs)
-    parts = _scaling_ratios(sfs, small, big)
     loads = [statistics.median(_loads(sfs[sf].get("scaling", {})) or [0]) for sf in (small, big)]
-    beyond = [f"SF {sf} / SF {small} = " + ", ".join(_scaling_ratios(sfs, small, sf))
-              for sf in sorted(sfs, key=float) if float(sf) > float(big)]
-    return (f"**Scaling**: the fixed 250-order change refreshes in SF {big} / SF {small} = "
-            + ", ".join(parts) + f" of the time (goal ≤ 1.5×; median load {loads[0]:.1f} at "
-            f"SF {small}, {loads[1]:.1f} at SF {big})"
-            + "".join(f"; {b} (no goal)" for b in beyond) + ".") if parts else None
+    texts = []
+    for engine in all_engines(sfs):
+        parts = _scaling_ratios(sfs, small, big, engine)
+        if not parts:
+            continue
+        beyond = [f"SF {sf} / SF {small} = " + ", ".join(ratios)
+                  for sf in sorted(sfs, key=float) if float(sf) > float(big)
+                  if (ratios := _scaling_ratios(sfs, small, sf, engine))]
+        texts.append(f"`engine: {engine}` SF {big} / SF {small} = " + ", ".join(parts)
+                     + "".join(f"; {b} (no goal)" for b in beyond))
+    return ("**Scaling**: a fixed 250-order change refreshes in this many times its time at "
+            "the smaller scale factor: " + "; ".join(texts)
+            + f" (goal ≤ {TARGETS['scaling']:g}× for SF {big} / SF {small}; median load "
+            f"{loads[0]:.1f} at SF {small}, {loads[1]:.1f} at SF {big}).") if texts else None
 
 
-def _scaling_ratios(sfs: dict[str, Any], small: str, big: str) -> list[str]:
+def _scaling_ratios(sfs: dict[str, Any], small: str, big: str,
+                    engine: str = DEFAULT_ENGINE) -> list[str]:
     """``insert 1.06-1.19×`` and ``delete ...``: fixed-change refresh times, ``big`` / ``small``."""
     parts = []
     for kind in FIXED_KINDS:
-        pairs = [(fixed(sfs[small], kind, q), fixed(sfs[big], kind, q)) for q in QUERIES]
+        pairs = [(fixed(sfs[small], kind, q, engine), fixed(sfs[big], kind, q, engine))
+                 for q in QUERIES]
         ratios = [b / a for a, b in pairs if a and b]
         if ratios:
             parts.append(f"{kind} {_span(ratios, '×', 2)}")
@@ -148,26 +188,40 @@ def _scaling_ratios(sfs: dict[str, Any], small: str, big: str) -> list[str]:
 
 
 def _floor(sfs: dict[str, Any]) -> str | None:
-    parts = []
+    parts, old = [], []
     for sf, entry in sfs.items():
-        floor = entry.get("floor", {}).get("s")
+        insert_s = (entry.get("floor_spark_insert") or {}).get("s")
+        if insert_s:
+            old.append(f"SF {sf} {insert_s:.2f} s")
+        floor = floor_s(entry)
         if not floor:
             continue
-        ratios = {k: [v / floor for q in QUERIES if (v := fixed(entry, k, q))] for k in FIXED_KINDS}
-        parts.append(f"SF {sf}: floor {floor:.2f} s, refresh / floor "
-                     + ", ".join(f"{k} {_span(r, '×')}" for k, r in ratios.items() if r))
-    return ("**Floor** (a one-row Spark `INSERT` through the same catalog): " + "; ".join(parts)
-            + " (goal ≤ 3×).") if parts else None
+        ratios = [f"`engine: {e}` " + ", ".join(
+            f"{k} {_span(r, '×')}" for k in FIXED_KINDS
+            if (r := [v / floor for q in QUERIES if (v := fixed(entry, k, q, e))]))
+            for e in engines_of(entry)]
+        parts.append(f"SF {sf}: floor {floor:.3f} s, refresh / floor " + "; ".join(ratios))
+    engines = ", ".join(f"`engine: {e}`" for e in FLOOR_ENGINES)
+    text = ("**Floor** (a one-row pyiceberg append through the same catalog): "
+            + "; ".join(parts) + f" (goal ≤ {TARGETS['floor']:g}× at the smallest scale "
+            f"factor, for {engines})." if parts else
+            "**Floor**: these results predate the pyiceberg-append floor, so the floor target "
+            "is not measured.")
+    if old:
+        text += (" The former floor, a one-row Spark `INSERT` through the same catalog "
+                 "(no longer a target): " + ", ".join(old) + ".")
+    return text if parts or old else None
 
 
 def _deletes(sfs: dict[str, Any]) -> str | None:
     parts = []
     for sf, entry in sfs.items():
-        mor = [v for q in QUERIES if (v := fixed(entry, "delete", q))]
-        cow = [v for q in QUERIES if (v := fixed(entry, "delete_cow", q))]
-        if mor and cow:
-            parts.append(f"SF {sf}: merge-on-read {_span(mor, ' s')}, copy-on-write "
-                         f"{_span(cow, ' s')}")
+        for engine in engines_of(entry):
+            mor = [v for q in QUERIES if (v := fixed(entry, "delete", q, engine))]
+            cow = [v for q in QUERIES if (v := fixed(entry, "delete_cow", q, engine))]
+            if mor and cow:
+                parts.append(f"SF {sf} `engine: {engine}`: merge-on-read {_span(mor, ' s')}, "
+                             f"copy-on-write {_span(cow, ' s')}")
     if not parts:
         return None
     return ("**Deletes, source layout**: the sources are merge-on-read, so an RF2 delete's "
@@ -182,13 +236,15 @@ def _delete_costs(sfs: dict[str, Any]) -> str | None:
     entry = sfs.get(big, {}) if big else {}
     feeds = {k: [categorize(p["breakdown"], p["s"])["change feeds, snapshots"]
                  for n, p in (entry.get("profile") or {}).items()
-                 if n.endswith(k) and "breakdown" in p] for k in FIXED_KINDS}
+                 if n.endswith(k) and "breakdown" in p and p.get("engine") == LOCAL]
+             for k in FIXED_KINDS}
     groups = entry.get("load", {}).get("tables", {}).get("lineitem", {}).get("row_groups")
-    joins = {k: [v for q in JOIN_VIEWS if (v := fixed(entry, k, q))] for k in FIXED_KINDS}
+    joins = {k: [v for q in JOIN_VIEWS if (v := fixed(entry, k, q, LOCAL))] for k in FIXED_KINDS}
     if not (feeds["delete"] and feeds["insert"] and groups and all(joins.values())):
         return None
-    first = [v for q in QUERIES if (v := fixed(entry, "delete_first", q))]
-    return (f"**Why deletes cost more than inserts** (SF {big}): `lineitem` was loaded as "
+    first = [v for q in QUERIES if (v := fixed(entry, "delete_first", q, LOCAL))]
+    return (f"**Why deletes cost more than inserts** (SF {big}, `engine: {LOCAL}`): "
+            "`lineitem` was loaded as "
             f"{groups['count']} Parquet row groups of up to {groups['max_rows']:,} rows; 250 "
             "orders picked at random hit nearly every one, and the change feed takes each "
             "deleted row from its row group, decoded (only the columns the view reads). The "
@@ -206,16 +262,16 @@ def _delete_costs(sfs: dict[str, Any]) -> str | None:
         d=_span(feeds["delete"]), i=_span(feeds["insert"]), ji=_span(joins["insert"]),
         jd=_span(joins["delete"]),
         f=(f": the first fixed delete refreshed in {_span(first, ' s')}, the next one in "
-           f"{_span([v for q in QUERIES if (v := fixed(entry, 'delete', q))], ' s')} (the "
+           f"{_span([v for q in QUERIES if (v := fixed(entry, 'delete', q, LOCAL))], ' s')} (the "
            "*Scaling* table)") if first else "")
 
 
 def _profile(sfs: dict[str, Any]) -> str | None:
     big = compared(sfs)[1] if sfs else None
     profiles = (sfs[big].get("profile") or {}) if big else {}
-    parts, totals = [], {}
+    parts, totals = [], dict[str, float]()
     for name, prof in profiles.items():
-        if "breakdown" not in prof:
+        if "breakdown" not in prof or prof.get("engine") != LOCAL:
             continue
         split = categorize(prof["breakdown"], prof["s"])
         for label, seconds in split.items():
@@ -228,7 +284,8 @@ def _profile(sfs: dict[str, Any]) -> str | None:
         return None
     whole = sum(totals.values())
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:3]
-    return (f"**Where a refresh's time goes** (SF {big}, fixed change, driver-side cProfile, "
+    return (f"**Where a refresh's time goes** (SF {big}, `engine: {LOCAL}`, fixed change, "
+            "driver-side cProfile, "
             "section *Profiles*): " + "; ".join(parts) + ". Over these refreshes: "
             + ", ".join(f"{k} {v / whole:.0%}" for k, v in ranked) + " of the time.")
 
@@ -236,10 +293,12 @@ def _profile(sfs: dict[str, Any]) -> str | None:
 def _checks(sfs: dict[str, Any]) -> str | None:
     compared, wrong, duck_wrong = 0, [], []
     for sf, entry in sfs.items():
-        checks = [(f"SF {sf} {b['fraction']:.1%} {b['kind']} {q}", b[q].get("check"))
-                  for b in entry.get("batches") or [] for q in QUERIES]
-        checks += [(f"SF {sf} fixed changes {q}", c)
-                   for q, c in (entry.get("scaling", {}).get("check") or {}).items()]
+        checks = [(f"SF {sf} {b['fraction']:.1%} {b['kind']} {q} ({e})", c)
+                  for b in entry.get("batches") or [] for q in QUERIES
+                  for e, c in (b[q].get("check") or {}).items()]
+        checks += [(f"SF {sf} fixed changes {q} ({e})", c)
+                   for q, by_engine in (entry.get("scaling", {}).get("check") or {}).items()
+                   for e, c in by_engine.items()]
         for label, check in checks:
             if not check:
                 continue
@@ -248,9 +307,9 @@ def _checks(sfs: dict[str, Any]) -> str | None:
             duck_wrong += [label] * (check.get("duckdb", {}).get("mismatched", 0) > 0)
     if not compared:
         return None
-    text = (f"**Correctness**: after each of {compared} refreshes checked, the incremental "
-            "view's rows were compared with the full view's (same SQL recomputed by Spark at the "
-            "same frontier) and with DuckDB's result: ")
+    text = (f"**Correctness**: after each of {compared} refreshes checked (every engine's "
+            "view), the incremental view's rows were compared with the full view's (same SQL "
+            "recomputed by Spark at the same frontier) and with DuckDB's result: ")
     text += ("all equal." if not wrong else f"{len(wrong)} differ from the full view: "
              + ", ".join(wrong) + ".")
     if duck_wrong:
@@ -333,12 +392,85 @@ def _freshness(fresh: dict[str, Any]) -> str | None:
             f"{fresh['lags_s'][0]:.1f} s (JVM warm-up).")
 
 
+def ran_on(samples: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many of ``samples`` (refreshes) ran on each engine (``?``: not recorded)."""
+    counts: dict[str, int] = {}
+    for sample in samples:
+        engine = sample.get("engine", "?")
+        counts[engine] = counts.get(engine, 0) + 1
+    return counts
+
+
+def engine_samples(entry: dict[str, Any], engine: str) -> list[dict[str, Any]]:
+    """Every timed incremental refresh of ``engine``'s views in one (normalized) entry."""
+    samples = [r for kind in ("insert", "delete_first", "delete", "delete_cow")
+               for q in QUERIES for r in fixed_runs(entry, kind, q, engine)]
+    return samples + [b[q]["incremental"][engine] for b in entry.get("batches") or []
+                      for q in QUERIES if engine in b[q]["incremental"]]
+
+
+def _engines(sfs: dict[str, Any]) -> str | None:
+    """Where each engine's timed refreshes ran, and why when not where the setting says."""
+    parts, odd = [], []
+    for sf, entry in sfs.items():
+        for engine in engines_of(entry):
+            samples = engine_samples(entry, engine)
+            counts = ran_on(samples)
+            if set(counts) == {"?"}:
+                continue
+            parts.append(f"SF {sf} `engine: {engine}`: " + ", ".join(
+                f"{n} on {e}" for e, n in sorted(counts.items())))
+            if engine != "auto":
+                expected = "spark" if engine == "spark" else "local"
+                reasons = sorted({s.get("engine_reason", "")[:120] for s in samples
+                                  if s.get("engine") not in (expected, None)})
+                if reasons:
+                    odd.append(f"SF {sf} `engine: {engine}` ran elsewhere than {expected}: "
+                               + "; ".join(reasons))
+            else:
+                reasons = sorted({s.get("engine_reason", "")[:120] for s in samples
+                                  if s.get("engine") == "spark"})
+                if reasons:
+                    parts[-1] += " (on Spark because: " + "; ".join(reasons) + ")"
+    if not parts:
+        return None
+    text = ("**Engines**: the timed incremental refreshes ran on (`RefreshResult.engine`) "
+            + "; ".join(parts) + ".")
+    return text + (" **Not where the setting says**: " + "; ".join(odd) + "."
+                   if odd else "")
+
+
+def _driver_memory(sfs: dict[str, Any]) -> str | None:
+    """The driver's peak RSS (Python and its JVM) per scale factor and per engine."""
+    parts = []
+    for sf, entry in sfs.items():
+        meta = entry.get("meta") or {}
+        peak = (meta.get("driver_peak") or {}).get("driver_total_rss_mib")
+        if peak is None:
+            continue
+        engines = ", ".join(
+            f"`engine: {e}` {max(totals):,.0f} MiB" for e in engines_of(entry)
+            if (totals := [s["driver_total_rss_mib"] for s in engine_samples(entry, e)
+                           if s.get("driver_total_rss_mib") is not None]))
+        parts.append(f"SF {sf} ({meta.get('master')}, driver memory "
+                     f"{meta.get('driver_memory')}): {peak:,.0f} MiB over the run"
+                     + (f"; during incremental refreshes {engines}" if engines else ""))
+    if not parts:
+        return None
+    return ("**Driver memory**: peak RSS of the driver, Python and its JVM together (in "
+            "local mode the JVM runs the executors too; the run's peak includes loading the "
+            "tables, full refreshes and DuckDB's recomputes, in the driver's process): "
+            + "; ".join(parts) + ".")
+
+
 def findings(results: dict[str, Any]) -> list[str]:
     """The Findings section: markdown lines."""
+    results = normalize(results)
     sfs = results.get("tpch", {}).get("scale_factors", {})
-    items = [_summary(targets(results))] + _speed(sfs) + _growth(sfs)
-    items += [_scaling(sfs), _floor(sfs), _profile(sfs), _deletes(sfs), _delete_costs(sfs),
-              _checks(sfs), _crossover(results.get("crossover", {}))]
+    items: list[str | None] = [_summary(targets(results)), *_speed(sfs), *_growth(sfs)]
+    items += [_engines(sfs), _scaling(sfs), _floor(sfs), _driver_memory(sfs), _profile(sfs),
+              _deletes(sfs), _delete_costs(sfs), _checks(sfs),
+              _crossover(results.get("crossover", {}))]
     items += _catalog(results.get("catalog", {})) + [_freshness(results.get("freshness", {}))]
     lines = ["## Findings", "", _intro(results), ""]
     lines += [f"{i}. {text}" for i, text in enumerate((t for t in items if t), start=1)]
@@ -346,9 +478,9 @@ def findings(results: dict[str, Any]) -> list[str]:
 
 
 def _jobs(sfs: dict[str, Any]) -> list[int]:
-    return [b[q]["incremental"]["spark_jobs"] for e in sfs.values()
+    return [b[q]["incremental"][LOCAL]["spark_jobs"] for e in sfs.values()
             for b in e.get("batches") or [] for q in QUERIES
-            if "spark_jobs" in b[q]["incremental"]]
+            if "spark_jobs" in b[q]["incremental"].get(LOCAL, {})]
 
 
 def _needed(sfs: dict[str, Any]) -> str:
@@ -356,12 +488,14 @@ def _needed(sfs: dict[str, Any]) -> str:
     big = compared(sfs)[1]
     entry = sfs[big]
     small = [b for b in entry.get("batches") or [] if b["fraction"] == 0.001]
-    floor = entry.get("floor", {}).get("s")
+    floor, label = floor_s(entry), "the floor"
+    if not floor:  # results from before the pyiceberg floor
+        floor, label = (entry.get("floor_spark_insert") or {}).get("s"), "the Spark INSERT floor"
     if not small or not floor:
         return ""
     needed = [b[q]["full"]["s"] / speedup_goal(q) for b in small for q in QUERIES]
     return (f" At SF {big} the speed-up targets ask for refreshes of {_span(needed, ' s', 2)} "
-            f"({_span([n / floor for n in needed], '×')} the floor): the same fixed cost.")
+            f"({_span([n / floor for n in needed], '×')} {label}): the same fixed cost.")
 
 
 def _past_the_budget(sfs: dict[str, Any]) -> list[str]:
@@ -374,16 +508,17 @@ def _past_the_budget(sfs: dict[str, Any]) -> list[str]:
         entry = sfs[sf]
         rows = entry.get("load", {}).get("tables", {}).get("lineitem", {}).get(
             "total-records")
-        deletes = {q: v for q in QUERIES if (v := fixed(entry, "delete", q))}
+        deletes = {q: v for q in QUERIES if (v := fixed(entry, "delete", q, LOCAL))}
         jobs = {n: p["spark_jobs"] for n, p in (entry.get("profile") or {}).items()
-                if n.endswith("delete")}
+                if n.endswith("delete") and p.get("engine") == LOCAL}
         budgets = entry.get("budgets")
         if not deletes or not rows or not budgets:
             continue
         times = ", ".join(f"{q.upper()} {v:.2f} s" for q, v in deletes.items())
         profiled = ", ".join(f"{n.replace('_', ' ')} {spark_jobs(j)}" for n, j in jobs.items())
         out.append(
-            f"- **Scattered deletes at SF {sf}** ({rows:,} line items): a fixed delete "
+            f"- **Scattered deletes at SF {sf}** ({rows:,} line items, `engine: {LOCAL}`): a "
+            "fixed delete "
             f"refreshes in {times} (profiled: {profiled}). The driver's budgets: "
             f"`column_cache_bytes` {budgets['column_cache_bytes'] / 2**30:.1f} GiB (by "
             "default a quarter of the memory the process may use), holding "
@@ -404,18 +539,18 @@ def spark_jobs(count: int) -> str:
 
 def what_is_left(results: dict[str, Any]) -> list[str]:
     """The section naming the remaining costs and where they are, with measured numbers."""
-    sfs = results.get("tpch", {}).get("scale_factors", {})
+    sfs = normalize(results).get("tpch", {}).get("scale_factors", {})
     jobs = _jobs(sfs)
     if not sfs or not jobs:
         return []
     inserts = [(categorize(p["breakdown"], p["s"])["view delta (ivm)"], p["s"])
                for e in sfs.values() for n, p in (e.get("profile") or {}).items()
-               if n.endswith("insert") and "breakdown" in p]
+               if n.endswith("insert") and "breakdown" in p and p.get("engine") == LOCAL]
     share = (f"{_span([i for i, _ in inserts], ' s')} of the profiled insert refreshes' "
              f"{_span([t for _, t in inserts], ' s')}") if inserts else "see *Profiles*"
     return ["### What is left (for the owners of `ivm/` and `lakehouse/sources/`)", "",
             f"- **Spark jobs per refresh** (`ivm/evaluate.py` `maintain`: {share}): an "
-            f"incremental refresh runs {_span(jobs, '', 0)} "
+            f"incremental refresh with `engine: {LOCAL}` runs {_span(jobs, '', 0)} "
             "Spark jobs (*inc Spark jobs*), each paying scheduling and planning whatever its "
             "data. Change feeds are computed in Arrow, an aggregate state of plain "
             "SUM/COUNT/AVG outputs is held on the driver (`ivm/driver_state.py`), and the "

@@ -12,21 +12,29 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from lakehouse.config import DEFAULT_FULL_REFRESH_RATIO  # noqa: E402
-from tests.benchmarks.common import RESULTS, ROOT, read_results  # noqa: E402
+from tests.benchmarks import common  # noqa: E402
+from tests.benchmarks.common import read_results  # noqa: E402
 from tests.benchmarks.crossings import KINDS, crossovers, points  # noqa: E402
-from tests.benchmarks.findings import findings, spark_jobs  # noqa: E402
+from tests.benchmarks.findings import findings, ran_on, spark_jobs  # noqa: E402
 from tests.benchmarks.profile import CATEGORIES, categorize  # noqa: E402
 from tests.benchmarks.targets import (  # noqa: E402
+    FLOOR_ENGINES,
     QUERIES,
     TARGETS,
+    all_engines,
     compared,
+    engines_of,
     fixed,
+    fixed_runs,
+    floor_s,
+    normalize,
     share,
     targets,
 )
 
-DOC = ROOT / "docs" / "benchmarks.md"
-PLOTS = RESULTS.parent
+PLOTS = common.RESULTS.parent
+"""Where the plots go: beside the results file (set by :func:`write_report`)."""
+ENGINE_COLORS = {"auto": "tab:green", "spark": "tab:orange", "local": "tab:olive"}
 
 
 def _s(value: float | None) -> str:
@@ -54,12 +62,56 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows] + [""]
 
 
+def _ran_on(samples: list[dict[str, Any]]) -> str:
+    """``local``, ``spark``, ``2 local, 1 spark``, or a dash when not recorded."""
+    counts = {e: n for e, n in ran_on(samples).items() if e != "?"}
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{n} {e}" for e, n in sorted(counts.items())) or "–"
+
+
+def _sessions(tpch: dict[str, Any]) -> str:
+    """``Spark `local[2]` (driver 8g for TPC-H)``, from the scale factors' sessions."""
+    metas = [e.get("meta") or {} for e in tpch.get("scale_factors", {}).values()]
+    seen = dict.fromkeys(f"`{m.get('master', 'local[2]')}` (driver "
+                         f"{m.get('driver_memory', '8g')})" for m in metas)
+    return "Spark " + ", ".join(seen) + " for TPC-H" if seen else "Spark `local[2]`"
+
+
+def _tpch_sessions(tpch: dict[str, Any]) -> list[str]:
+    """One row per scale factor: master, driver memory, engines, the driver's peak RSS."""
+    rows = []
+    for sf, entry in tpch.get("scale_factors", {}).items():
+        meta = entry.get("meta") or {}
+        peak = meta.get("driver_peak") or {}
+        children = ", ".join(f"{n} {v:,.0f}" for n, v in
+                             (meta.get("children_peak_mib") or {}).items()) or "–"
+        rows.append([sf, f"`{meta.get('master', '–')}`", meta.get("driver_memory", "–"),
+                     "–" if meta.get("executors") is None else meta["executors"],
+                     ", ".join(engines_of(entry)), peak.get("driver_rss_mib", "–"),
+                     peak.get("jvm_rss_mib", peak.get("children_rss_mib", "–")), children,
+                     peak.get("driver_total_rss_mib", "–")])
+    if not rows:
+        return []
+    return ["TPC-H sessions, per scale factor (last run): the Spark master, the driver's "
+            "memory (`spark.driver.memory`), the executors (0: local mode, the driver's JVM "
+            "runs the tasks), the engines timed, and the driver's peak RSS over the scale "
+            "factor's whole run (load, refreshes, DuckDB's recomputes): Python, its JVM (a "
+            "child process; in local mode with the executors), each child process by name "
+            "(a forked copy of the JVM about to run a command, such as Hadoop's `chmod`, "
+            "shows under its thread's name, `Thread-N`, with the JVM's pages: not more "
+            "memory), and Python with its JVM (peak of the sum).", ""] + _table(
+        ["SF", "master", "driver memory", "executors", "engines", "Python RSS MiB",
+         "JVM RSS MiB", "child processes (peak RSS MiB)", "driver RSS MiB (Python + JVM)"],
+        rows)
+
+
 def _machine(results: dict[str, Any]) -> list[str]:
     m = results.get("machine", {})
     lines = ["## Machine", "",
              f"{m.get('cpu')}, {m.get('cores')} cores, {m.get('memory_gib')} GiB, "
-             f"{m.get('os')}, Python {m.get('python')}. Spark `local[2]` (driver 8 GiB for "
-             "TPC-H), catalog on SQLite, warehouse on the local disk.", ""]
+             f"{m.get('os')}, Python {m.get('python')}. {_sessions(results.get('tpch', {}))}, "
+             "catalog on SQLite, warehouse on the local disk.", ""]
     rows = []
     for part in ("tpch", "catalog", "freshness", "crossover"):
         meta = results.get(part, {}).get("_meta")
@@ -79,7 +131,7 @@ def _machine(results: dict[str, Any]) -> list[str]:
               "*load*). The machine has 2 cores, and the load counts the benchmark's own "
               "threads: a part running alone shows 2-3; more means other processes (other test "
               "runs) were competing for the cores, and times are inflated accordingly.", ""]
-    return lines
+    return lines + _tpch_sessions(results.get("tpch", {}))
 
 
 # -- TPC-H -------------------------------------------------------------------------------
@@ -90,8 +142,12 @@ def _batches(sf: str, entry: dict[str, Any]) -> list[str]:
     if not batches:
         return []
     lines = [f"### SF {sf}: refresh after each batch", "",
-             "Wall time (s) of one refresh of each view. *inc*: incremental refresh; *full*: "
-             "Spark full refresh of the same SQL into the same sinks (Iceberg + Delta); "
+             "Wall time (s) of one refresh of each view. *engine*: the incremental view's "
+             "`engine` setting (one view per engine, all refreshed after the same commits; "
+             "*ran on*: where its refreshes ran, `RefreshResult.engine`: `local` is DuckDB in "
+             "the driver's process, no Spark job); *inc*: its incremental refresh; *full*: "
+             "Spark full refresh of the same SQL into the same sinks (Iceberg + Delta), the "
+             "same for every engine's row; "
              "*duckdb*: DuckDB recompute of the same SQL over the same Iceberg tables through "
              "the REST catalog (query only, result not written). Ratios are full/inc and "
              "duckdb/inc (above 1: incremental is faster). *= full*, *= duckdb*: after the "
@@ -104,29 +160,34 @@ def _batches(sf: str, entry: dict[str, Any]) -> list[str]:
         change = b["change"]["rows"]
         for q in QUERIES:
             r = b[q]
-            inc, full, duck = r["incremental"]["s"], r["full"]["s"], r["duckdb"]["s"]
-            rows.append([_pct(b["fraction"]), b["kind"], b.get("repeats", 1),
-                         f"{change['orders']}+{change['lineitem']}", q, _s(inc), _s(full),
-                         _s(duck), _x(full / inc), _x(duck / inc),
-                         r["incremental"]["spark_jobs"], _check(r.get("check"), "full"),
-                         _check(r.get("check"), "duckdb"), r["incremental"]["load"]])
-    lines += _table(["batch", "kind", "n", "orders+lineitem rows per batch", "view", "inc s",
-                     "full s", "duckdb s", "full/inc", "duckdb/inc", "inc Spark jobs", "= full",
-                     "= duckdb", "load"], rows)
+            full, duck = r["full"]["s"], r["duckdb"]["s"]
+            for engine, sample in r["incremental"].items():
+                inc, check = sample["s"], (r.get("check") or {}).get(engine)
+                rows.append([_pct(b["fraction"]), b["kind"], b.get("repeats", 1),
+                             f"{change['orders']}+{change['lineitem']}", q, engine,
+                             _ran_on([sample]), _s(inc), _s(full), _s(duck), _x(full / inc),
+                             _x(duck / inc), sample["spark_jobs"], _check(check, "full"),
+                             _check(check, "duckdb"), sample["load"]])
+    lines += _table(["batch", "kind", "n", "orders+lineitem rows per batch", "view", "engine",
+                     "ran on", "inc s", "full s", "duckdb s", "full/inc", "duckdb/inc",
+                     "inc Spark jobs", "= full", "= duckdb", "load"], rows)
     lines += [f"![SF {sf} batches](benchmarks/tpch_sf{sf.replace('.', '_')}.png)", ""]
-    _plot_batches(sf, batches)
+    _plot_batches(sf, batches, engines_of(entry))
     return lines
 
 
-def _plot_batches(sf: str, batches: list[dict[str, Any]]) -> None:
+def _plot_batches(sf: str, batches: list[dict[str, Any]], engines: list[str]) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
     labels = [f"{_pct(b['fraction'])}\n{b['kind']}" for b in batches]
-    width = 0.27
+    series = [(f"incremental, {e}", ENGINE_COLORS.get(e, "tab:gray"),
+               lambda b, q, e=e: b[q]["incremental"].get(e, {}).get("s", 0.0)) for e in engines]
+    series += [(mode, color, lambda b, q, mode=mode: b[q][mode]["s"])
+               for mode, color in (("full", "tab:red"), ("duckdb", "tab:blue"))]
+    width = 0.8 / len(series)
     for ax, q in zip(axes, QUERIES, strict=True):
-        for i, (mode, color) in enumerate((("incremental", "tab:green"), ("full", "tab:red"),
-                                           ("duckdb", "tab:blue"))):
-            ax.bar([x + (i - 1) * width for x in range(len(batches))],
-                   [b[q][mode]["s"] for b in batches], width, label=mode, color=color)
+        for i, (label, color, seconds) in enumerate(series):
+            ax.bar([x + (i - (len(series) - 1) / 2) * width for x in range(len(batches))],
+                   [seconds(b, q) for b in batches], width, label=label, color=color)
         ax.set_xticks(range(len(batches)), labels)
         ax.set_yscale("log")
         ax.set_title(f"TPC-H {q.upper()} view, SF {sf}")
@@ -153,49 +214,65 @@ def _scaling(tpch: dict[str, Any]) -> list[str]:
     sfs = tpch.get("scale_factors", {})
     if not sfs:
         return []
+    floor_engines = ", ".join(f"`engine: {e}`" for e in FLOOR_ENGINES)
     lines = ["## Scaling: a fixed change at growing scale factors", "",
              "A fixed change of 250 orders with their line items (~1,000 lineitem rows), "
-             "inserted or deleted (merge-on-read `DELETE`), refreshed incrementally; each time "
+             "inserted or deleted (merge-on-read `DELETE`), refreshed incrementally by each "
+             "engine's view (*engine*; *ran on*: where those refreshes ran); each time "
              "is the median over the repeats of that kind (every sample in results.json). "
              "Goal: flat. *first delete*: the first delete after the refresher "
              "started, which decodes the data files' columns it then keeps "
              "(`column_cache_bytes`); *delete*: the next ones, as a running refresher sees "
              "deletes. *CoW delete*: one more such delete with the "
              "tables' `write.delete.mode` set to copy-on-write for it, for contrast (smaller "
-             "scale factors only). Floor: median of five one-row Spark `INSERT`s into a small "
-             "Iceberg table through the same catalog. Compare the *load* column before reading "
+             "scale factors only). *floor*: median of five one-row pyiceberg appends "
+             "(`table.append`) to a small Iceberg table through the same catalog, the commit "
+             f"a tick cannot beat (target: a tick of {floor_engines} at the smallest scale "
+             f"factor ≤ {TARGETS['floor']:g}× it); *Spark INSERT floor*: the former floor, "
+             "median of five one-row Spark `INSERT`s into such a table (no longer a target). "
+             "Compare the *load* column before reading "
              "a ratio between scale factors. *law*: how `lakehouse explain` says the view's "
              "top node is maintained. " + _beyond(sfs), ""]
     rows = []
     for sf, entry in sfs.items():
-        floor = entry.get("floor", {}).get("s")
+        floor = floor_s(entry)
+        insert_floor = (entry.get("floor_spark_insert") or {}).get("s")
         for q in QUERIES:
-            ins, dele = fixed(entry, "insert", q), fixed(entry, "delete", q)
-            loads = [r["refresh"][q]["load"] for r in entry.get("scaling", {}).get("insert", [])]
-            rows.append([sf, q, _s(ins), _s(fixed(entry, "delete_first", q)), _s(dele),
-                         _s(fixed(entry, "delete_cow", q)), _s(floor),
-                         _x(ins / floor if ins and floor else None),
-                         _x(dele / floor if dele and floor else None),
-                         round(statistics.median(loads), 1) if loads else "–",
-                         entry.get("laws", {}).get(q, "–").split(":")[0]])
-    lines += _table(["SF", "view", "insert refresh s", "first delete s", "delete refresh s",
-                     "CoW delete s",
-                     "floor s", "insert / floor", "delete / floor", "load (inserts)", "law"],
-                    rows)
+            for engine in engines_of(entry):
+                ins, dele = fixed(entry, "insert", q, engine), fixed(entry, "delete", q, engine)
+                runs = [r for kind in ("insert", "delete_first", "delete", "delete_cow")
+                        for r in fixed_runs(entry, kind, q, engine)]
+                loads = [r["load"] for r in fixed_runs(entry, "insert", q, engine)]
+                rows.append([sf, q, engine, _ran_on(runs), _s(ins),
+                             _s(fixed(entry, "delete_first", q, engine)), _s(dele),
+                             _s(fixed(entry, "delete_cow", q, engine)), _s(floor),
+                             _x(ins / floor if ins and floor else None),
+                             _x(dele / floor if dele and floor else None), _s(insert_floor),
+                             round(statistics.median(loads), 1) if loads else "–",
+                             entry.get("laws", {}).get(q, "–").split(":")[0]])
+    lines += _table(["SF", "view", "engine", "ran on", "insert refresh s", "first delete s",
+                     "delete refresh s", "CoW delete s", "floor s", "insert / floor",
+                     "delete / floor", "Spark INSERT floor s", "load (inserts)", "law"], rows)
     lines += ["![scaling](benchmarks/scaling.png)", ""]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    engines = all_engines(sfs)
+    fig, axes = plt.subplots(1, len(engines), figsize=(7 * len(engines), 4.5), sharey=True,
+                             squeeze=False)
     xs = [float(sf) for sf in sfs]
-    for q in QUERIES:
-        for kind, style in (("insert", "-o"), ("delete", "--s"), ("delete_cow", ":^")):
-            ax.plot(xs, [fixed(e, kind, q) for e in sfs.values()], style, label=f"{q} {kind}")
-    ax.plot(xs, [e.get("floor", {}).get("s") for e in sfs.values()], ":k", label="floor")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("TPC-H scale factor")
-    ax.set_ylabel("incremental refresh (s)")
-    ax.set_title("Fixed ~1,000-row change")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    for ax, engine in zip(axes[0], engines, strict=True):
+        for q in QUERIES:
+            for kind, style in (("insert", "-o"), ("delete", "--s"), ("delete_cow", ":^")):
+                ax.plot(xs, [fixed(e, kind, q, engine) for e in sfs.values()], style,
+                        label=f"{q} {kind}")
+        ax.plot(xs, [floor_s(e) for e in sfs.values()], ":k", label="floor (pyiceberg append)")
+        ax.plot(xs, [(e.get("floor_spark_insert") or {}).get("s") for e in sfs.values()],
+                ":", color="grey", label="Spark INSERT")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("TPC-H scale factor")
+        ax.set_title(f"Fixed ~1,000-row change, engine: {engine}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("incremental refresh (s)")
     fig.tight_layout()
     fig.savefig(PLOTS / "scaling.png", dpi=90)
     plt.close(fig)
@@ -208,7 +285,7 @@ def _large_batches(sfs: dict[str, Any]) -> str:
                if e.get("batches")}
     largest = max((f for fractions in batched.values() for f in fractions), default=None)
     skipped = [sf for sf, fractions in batched.items() if largest not in fractions]
-    if not skipped:
+    if largest is None or not skipped:
         return ""
     return (f" Batches of {_pct(largest)} did not run at SF {', '.join(skipped)} "
             "(`--large-fraction-below`).")
@@ -267,9 +344,10 @@ def _profiles(tpch: dict[str, Any]) -> list[str]:
     lines = []
     for sf, entry in tpch.get("scale_factors", {}).items():
         for name, prof in (entry.get("profile") or {}).items():
+            where = f", ran on {prof['ran_on']}" if prof.get("ran_on") else ""
             lines += [f"#### SF {sf}, {name}: {prof['s']:.2f} s, {spark_jobs(prof['spark_jobs'])} "
-                      "(driver-side cProfile; time in py4j calls is Spark work on the JVM)",
-                      ""]
+                      f"(`engine: {prof.get('engine', 'auto')}`{where}; driver-side cProfile; "
+                      "time in py4j calls is Spark work on the JVM)", ""]
             if "breakdown" in prof:
                 lines += _table(["called by the refresh", "s", "calls"],
                                 [[f"`{r['function']}`", r["s"], r["calls"]]
@@ -486,35 +564,55 @@ def _memory(results: dict[str, Any]) -> list[str]:
     for sf, entry in results.get("tpch", {}).get("scale_factors", {}).items():
         for b in entry.get("batches", []):
             for q in QUERIES:
-                for mode in ("incremental", "full", "duckdb"):
-                    r = b[q][mode]
-                    rows.append((sf, f"{_pct(b['fraction'])} {b['kind']}", q, mode, r))
+                methods = [(f"incremental, {e}", r) for e, r in b[q]["incremental"].items()]
+                methods += [(mode, b[q][mode]) for mode in ("full", "duckdb")]
+                for method, r in methods:
+                    rows.append((sf, q, method, r))
+        for engine in engines_of(entry):  # the fixed changes: what a running refresher sees
+            rows += [(sf, "all", f"incremental, {engine}, fixed changes", r)
+                     for kind in ("insert", "delete_first", "delete", "delete_cow")
+                     for q in QUERIES for r in fixed_runs(entry, kind, q, engine)]
     if not rows:
         return []
-    peak: dict[tuple[str, str, str], dict[str, float]] = {}
-    for sf, _, q, mode, r in rows:
-        cur = peak.setdefault((sf, q, mode), {"driver": 0.0, "jvm_rss": 0.0, "heap": 0.0})
-        cur["driver"] = max(cur["driver"], r["driver_rss_mib"])
-        cur["jvm_rss"] = max(cur["jvm_rss"], r["children_rss_mib"])
-        cur["heap"] = max(cur["heap"], r["jvm_heap_peak_mib"] or 0.0)
+    peak: dict[tuple[str, str, str], dict[str, float | None]] = {}
+    for sf, q, method, r in rows:
+        cur = peak.setdefault((sf, q, method), {"driver": 0.0, "jvm_rss": 0.0, "total": None,
+                                                "heap": 0.0})
+        cur["driver"] = max(cur["driver"] or 0.0, r["driver_rss_mib"])
+        cur["jvm_rss"] = max(cur["jvm_rss"] or 0.0, r.get("jvm_rss_mib", r["children_rss_mib"]))
+        if r.get("driver_total_rss_mib") is not None:
+            cur["total"] = max(cur["total"] or 0.0, r["driver_total_rss_mib"])
+        cur["heap"] = max(cur["heap"] or 0.0, r.get("jvm_heap_peak_mib") or 0.0)
     lines = ["## Peak memory", "",
-             "Per TPC-H benchmark, the highest peak over all batch sizes: driver (Python) RSS, "
-             "the JVM's RSS (a child process of the driver; it holds the RSS it once grew to), "
+             "Per TPC-H benchmark, the highest peak over all batch sizes (and, per engine, "
+             "over the fixed changes of *Scaling*): driver (Python) RSS, "
+             "the JVM's RSS (the `java` child process of the driver; it holds the RSS it once "
+             "grew to; results without it: every child process), "
+             "both together (the driver's RSS, Python + JVM: peak of their sum), "
              "and the JVM heap in use (sum of heap pools' peak, reset after a GC before each "
-             "refresh). With an 8 GiB maximum heap the JVM collects lazily, so the heap peak "
+             "refresh). With a large maximum heap the JVM collects lazily, so the heap peak "
              "includes garbage not yet collected: it bounds, and overstates, what a refresh "
-             "needs. DuckDB runs inside the driver. Catalog server and `lakehouse run` "
+             "needs. DuckDB runs inside the driver. In local mode the JVM also runs the "
+             "executors; on a cluster they are elsewhere. The driver's peak over each scale "
+             "factor's whole run is in *Machine*. Catalog server and `lakehouse run` "
              "figures are in their sections.", ""]
     lines += _table(["SF", "view", "method", "driver RSS MiB", "JVM RSS MiB",
-                     "JVM heap peak MiB"],
-                    [[sf, q, mode, v["driver"], v["jvm_rss"], v["heap"] or "–"]
-                     for (sf, q, mode), v in peak.items()])
+                     "driver + JVM RSS MiB", "JVM heap peak MiB"],
+                    [[sf, q, method, v["driver"], v["jvm_rss"],
+                      "–" if v["total"] is None else v["total"], v["heap"] or "–"]
+                     for (sf, q, method), v in peak.items()])
     return lines
 
 
 def write_report(results: dict[str, Any] | None = None) -> Path:
-    """Write docs/benchmarks.md (and the PNGs beside results.json); return its path."""
-    results = results if results is not None else read_results()
+    """Write docs/benchmarks.md (and the PNGs beside results.json); return its path.
+
+    Both follow the results file (:func:`tests.benchmarks.common.use_output`).
+    """
+    global PLOTS
+    results = normalize(results if results is not None else read_results())
+    PLOTS = common.RESULTS.parent
+    doc = common.report_path()
     PLOTS.mkdir(parents=True, exist_ok=True)
     tpch = results.get("tpch", {})
     lines = ["# Benchmarks", "",
@@ -530,8 +628,8 @@ def write_report(results: dict[str, Any] | None = None) -> Path:
     lines += _catalog(results.get("catalog", {}))
     lines += _freshness(results.get("freshness", {})) + _memory(results) + _profiles(tpch)
     lines += OTHER
-    DOC.write_text("\n".join(lines).rstrip() + "\n")
-    return DOC
+    doc.write_text("\n".join(lines).rstrip() + "\n")
+    return doc
 
 
 OTHER = [

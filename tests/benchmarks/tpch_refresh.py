@@ -1,21 +1,35 @@
 """TPC-H refreshes: incremental vs Spark full refresh vs DuckDB full recompute (parts 1-3, 6).
 
 Per scale factor: the TPC-H tables are loaded into Iceberg through Spark and the REST catalog;
-views Q1, Q3 (ORDER BY/LIMIT dropped: a view has no order) and Q5 are declared twice, once
-``refresh: incremental`` and once ``refresh: full``, each with the Iceberg and Delta sinks.
-Then, on the pristine tables:
+views Q1, Q3 (ORDER BY/LIMIT dropped: a view has no order) and Q5 are declared once
+``refresh: full`` and once ``refresh: incremental`` per engine of ``engines`` (``engine: auto``,
+``engine: spark``, ...; docs/config.md), each with the Iceberg and Delta sinks: a query's views
+all see the same commits. Then, on the pristine tables:
 
 - scaling: a fixed change (``FIXED_ORDERS`` new orders with their line items, ~1,000 rows;
   then the same number deleted, and, when asked, deleted once more under copy-on-write for
-  contrast) refreshed incrementally, repeated;
-- floor: a one-row Spark ``INSERT`` into a small Iceberg table through the same catalog;
+  contrast) refreshed incrementally by every engine's view, repeated;
+- floor: a one-row pyiceberg append (``table.append`` of a one-row Arrow table) to a small
+  Iceberg table through the same catalog; and, labelled apart, the former floor, a one-row
+  Spark ``INSERT`` into another one;
 - batches (when asked): RF1 inserts ``f`` x orders new orders with their line items (Spark
   appends), refresh; RF2 deletes ``f`` x orders orders with their line items (Spark DELETE,
   merge-on-read: position delete files), refresh; ``f`` in 0.1%, 1%, 10%. Each refresh is
-  timed for the incremental view, the full view, and DuckDB's recompute of the same SQL over
-  the same Iceberg tables (ATTACH to the REST catalog); then (untimed) the incremental view's
-  rows are checked against the full view's and DuckDB's (:mod:`tests.benchmarks.verify`);
-- profile: one more fixed change refreshed under cProfile (driver side).
+  timed for every engine's incremental view, the full view, and DuckDB's recompute of the
+  same SQL over the same Iceberg tables (ATTACH to the REST catalog); then (untimed) each
+  incremental view's rows are checked against the full view's and DuckDB's
+  (:mod:`tests.benchmarks.verify`);
+- profile: one more fixed change refreshed under cProfile (driver side), every engine's views.
+
+Every incremental refresh records the engine it ran on and why (``RefreshResult.engine``,
+``engine_reason``): ``engine: auto`` runs a tick on the local engine or on Spark by its
+sizes. After each change the engines' views refresh one after the other, in an order rotated
+by change (``order`` in the results): the second one finds the manifests the first decoded.
+The Spark session is built from :class:`SparkSetup`: ``--master`` (a standalone cluster's
+``spark://host:7077``; its workers must read the benchmark folder, ``BENCH_DIR``, at the same
+path: the generated Parquet files and the ``file:`` warehouse are there) and
+``--driver-memory``. The driver's peak RSS (Python and its JVM) is recorded per refresh and
+over each scale factor's run.
 
 ``orders`` and ``lineitem``, the tables RF1 and RF2 change, are merge-on-read (as
 docs/change-feeds.md recommends for sources); the other six are never changed.
@@ -30,12 +44,17 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField, StringType
 
 from catalog_api import CatalogSettings, serve_in_thread
+from ivm import local_refusal
 from lakehouse.config import parse_config
 from lakehouse.duckdb_client import attach_catalog, connect
 from lakehouse.runtime import Runtime
@@ -64,6 +83,9 @@ FIXED_ORDERS = 250
 KEY_OFFSET = 1_000_000_000
 """New orders get ``key + n * KEY_OFFSET``: above every generated key (SF 3: 18M)."""
 SPARK_CONF = {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "4"}
+"""The Spark settings of a local run (:class:`SparkSetup`'s defaults)."""
+ENGINES = ("auto", "spark")
+"""The engines whose incremental views are timed side by side (``--engines``)."""
 CHANGED = ("orders", "lineitem")
 """The tables RF1 and RF2 change: merge-on-read (deletes write position delete files)."""
 ROW_LEVEL = ("delete", "update", "merge")
@@ -80,6 +102,26 @@ def namespace(sf: float) -> str:
     return "sf" + f"{sf:g}".replace(".", "_")
 
 
+@dataclass(frozen=True)
+class SparkSetup:
+    """The Spark session of the TPC-H part (the pipeline's ``spark`` config section).
+
+    Attributes:
+        master: ``spark.master``; None leaves the pipeline's default (``local[2]``).
+        driver_memory: ``spark.driver.memory`` (only the first session of the process).
+        conf: More ``spark.conf`` properties (``--spark-conf``), over the defaults.
+    """
+
+    master: str | None = None
+    driver_memory: str = SPARK_CONF["spark.driver.memory"]
+    conf: dict[str, str] = field(default_factory=dict)
+
+    def section(self) -> dict[str, Any]:
+        """The ``spark`` section of the pipeline's config."""
+        conf = {**SPARK_CONF, "spark.driver.memory": self.driver_memory, **self.conf}
+        return {"conf": conf, **({"master": self.master} if self.master else {})}
+
+
 class TpchBench:
     """One scale factor's tables, views and runtime.
 
@@ -87,23 +129,54 @@ class TpchBench:
         sf: The TPC-H scale factor.
         uri: The REST catalog's base URI.
         warehouse: The warehouse folder the catalog serves.
+        engines: The engines to declare an incremental view of each query for; the first
+            is the default of the methods taking an ``engine``.
+        spark: The Spark session's settings.
     """
 
-    def __init__(self, sf: float, uri: str, warehouse: Path):
+    def __init__(self, sf: float, uri: str, warehouse: Path,
+                 engines: tuple[str, ...] = ("auto",), spark: SparkSetup | None = None):
         self.sf, self.uri, self.ns = sf, uri, namespace(sf)
+        self.engines = engines
         self.data = generate_cached(sf)
+        views = [{"name": self.view_name(q, "full"), "sql": view_sql(q), "refresh": "full"}
+                 for q in QUERIES]
+        views += [{"name": self.view_name(q, "incremental", e), "sql": view_sql(q),
+                   "refresh": "incremental", "engine": e} for q in QUERIES for e in engines]
         config = parse_config({
             "warehouse": str(warehouse), "catalog": {"embedded": False, "uri": uri},
-            "spark": {"conf": SPARK_CONF},
+            "spark": (spark or SparkSetup()).section(),
             "sources": {t: {"iceberg": f"{self.ns}.{t}"} for t in TABLES},
-            "views": [{"name": f"{self.ns}.{q}_{mode}", "sql": view_sql(q), "refresh": mode}
-                      for q in QUERIES for mode in ("incremental", "full")],
+            "views": views,
         })
         self.runtime = Runtime(config, start_embedded_catalog=False)
         self.spark = self.runtime.spark
         self.probe = MemoryProbe()
         self.duck = connect()
         self.batch_number = 0
+
+    def view_name(self, query: str, mode: str, engine: str | None = None) -> str:
+        """``sf1.q1_full``; ``sf1.q1_incremental_spark`` (an incremental view per engine)."""
+        if mode == "full":
+            return f"{self.ns}.{query}_full"
+        return f"{self.ns}.{query}_incremental_{engine or self.engines[0]}"
+
+    def order(self) -> tuple[str, ...]:
+        """The engines in the order their views refresh after the latest change: rotated by
+        change, so neither always finds the manifests and caches the other warmed."""
+        shift = self.batch_number % len(self.engines)
+        return self.engines[shift:] + self.engines[:shift]
+
+    def session(self) -> dict[str, Any]:
+        """The Spark session the part runs on: master, driver memory, executors."""
+        context = self.spark.sparkContext
+        try:  # the driver is listed too
+            executors = len(context._jsc.sc().statusTracker().getExecutorInfos()) - 1
+        except Exception:  # noqa: BLE001 - best effort, for the report only
+            executors = None
+        return {"master": context.master,
+                "driver_memory": context.getConf().get("spark.driver.memory"),
+                "default_parallelism": context.defaultParallelism, "executors": executors}
 
     def table(self, name: str) -> str:
         """The Spark name of a source table."""
@@ -113,7 +186,7 @@ class TpchBench:
         """Create the eight Iceberg tables from the generated Parquet files."""
         self.runtime.catalog.create_namespace(self.ns)
         started = time.perf_counter()
-        files = {}
+        files: dict[str, dict[str, Any]] = {}
         for name in TABLES:
             frame = self.spark.read.parquet(str(self.data / f"{name}.parquet"))
             frame = frame.select(*[frame[c].cast(t).alias(c) for c, t in SCHEMAS[name].items()])
@@ -124,31 +197,39 @@ class TpchBench:
                 writer = writer.tableProperty(f"write.{operation}.mode", mode)
             writer.create()
             table = self.runtime.catalog.load_table(f"{self.ns}.{name}")
-            summary = table.current_snapshot()
-            files[name] = {k: int(summary.summary[k])  # type: ignore[union-attr]
+            snapshot = table.current_snapshot()
+            assert snapshot is not None and snapshot.summary is not None, name
+            files[name] = {k: int(snapshot.summary[k] or 0)
                            for k in ("total-data-files", "total-records")}
             files[name]["row_groups"] = row_groups(table)
         return {"load_s": round(time.perf_counter() - started, 2), "tables": files}
 
-    def view(self, query: str, mode: str) -> Any:
-        """The config of one view."""
-        return self.runtime.config.view(f"{self.ns}.{query}_{mode}")
+    def view(self, query: str, mode: str, engine: str | None = None) -> Any:
+        """The config of one view (an incremental one: of ``engine``, else the first)."""
+        return self.runtime.config.view(self.view_name(query, mode, engine))
 
-    def refresh(self, query: str, mode: str, expect: str) -> dict[str, Any]:
-        """Refresh one view; wall time, CPU time (driver and JVM), rows, peak memory, load."""
+    def refresh(self, query: str, mode: str, expect: str,
+                engine: str | None = None) -> dict[str, Any]:
+        """Refresh one view; wall time, CPU time (driver and JVM), rows, peak memory, load,
+        and the engine the refresh ran on (``engine``) and why (``engine_reason``)."""
         reset_jvm_peak(self.spark)
         group = f"bench-{query}-{mode}-{time.monotonic_ns()}"
         self.spark.sparkContext.setJobGroup(group, group)
         with self.probe.active():
             started, cpu_s = time.perf_counter(), process_cpu_s()
-            result = self.runtime.refresh(self.view(query, mode))
+            result = self.runtime.refresh(self.view(query, mode, engine))
             seconds, cpu_s = time.perf_counter() - started, process_cpu_s() - cpu_s
         jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
         assert result.mode == expect, (query, mode, result.mode, result.reason)
         return {"s": round(seconds, 3), "cpu_s": round(cpu_s, 3), "rows_in": result.rows_in,
-                "rows_out": result.rows_out,
+                "rows_out": result.rows_out, "engine": result.engine,
+                "engine_reason": result.engine_reason,
                 "spark_jobs": jobs, "load": load_average()[0],
                 **self.probe.result(jvm_heap_peak(self.spark))}
+
+    def refresh_engines(self, query: str) -> dict[str, dict[str, Any]]:
+        """Refresh ``query``'s incremental view of every engine, in :meth:`order`."""
+        return {e: self.refresh(query, "incremental", "incremental", e) for e in self.order()}
 
     def duckdb(self, query: str) -> tuple[dict[str, Any], Any]:
         """DuckDB's full recompute of the view's SQL over the same Iceberg tables; its rows."""
@@ -159,17 +240,24 @@ class TpchBench:
         return {"s": round(seconds, 3), "rows_out": rows.num_rows, "load": load_average()[0],
                 **self.probe.result()}, rows
 
-    def view_rows(self, query: str, mode: str) -> Any:
+    def view_rows(self, query: str, mode: str, engine: str | None = None) -> Any:
         """The rows of a view's Iceberg table (pyiceberg, at its current snapshot)."""
-        return self.runtime.catalog.load_table(f"{self.ns}.{query}_{mode}").scan().to_arrow()
+        name = self.view_name(query, mode, engine)
+        return self.runtime.catalog.load_table(name).scan().to_arrow()
 
-    def check(self, query: str, duckdb_rows: Any | None = None) -> dict[str, Any]:
-        """The incremental view's rows against the full view's (and DuckDB's, if given)."""
-        incremental = self.view_rows(query, "incremental")
+    def check(self, query: str, duckdb_rows: Any | None = None,
+              engine: str | None = None) -> dict[str, Any]:
+        """An incremental view's rows (``engine``'s, else the first engine's) against the
+        full view's (and DuckDB's, if given)."""
+        incremental = self.view_rows(query, "incremental", engine)
         out = {"full": compare(incremental, self.view_rows(query, "full"))}
         if duckdb_rows is not None:
             out["duckdb"] = compare(incremental, duckdb_rows)
         return out
+
+    def check_engines(self, query: str, duckdb_rows: Any | None = None) -> dict[str, Any]:
+        """:meth:`check` of every engine's view of ``query``, by engine."""
+        return {e: self.check(query, duckdb_rows, e) for e in self.engines}
 
     def attach_duckdb(self) -> None:
         """ATTACH the REST catalog and make the scale factor's namespace the default."""
@@ -184,10 +272,19 @@ class TpchBench:
             out[q] = f"{getattr(root.law, 'value', root.law)}: {root.detail[:70]}"
         return out
 
+    def local_refusals(self) -> dict[str, str | None]:
+        """Why the local engine can take no tick of each view, or None when small ones can
+        run on it (``lakehouse explain``'s verdict; the plan is the same for every engine)."""
+        return {q: local_refusal(self.runtime.plan(self.view(q, "incremental")))
+                for q in QUERIES}
+
     def initial(self) -> dict[str, Any]:
         """The first (full) refresh of every view."""
-        return {f"{q}_{m}": self.refresh(q, m, "full")
-                for q in QUERIES for m in ("incremental", "full")}
+        out = {f"{q}_full": self.refresh(q, "full", "full") for q in QUERIES}
+        for q in QUERIES:
+            for e in self.engines:
+                out[f"{q}_incremental_{e}"] = self.refresh(q, "incremental", "full", e)
+        return out
 
     # -- changes -----------------------------------------------------------------------
 
@@ -258,11 +355,13 @@ class TpchBench:
         the data files' columns that the refresher then keeps (``column_cache_bytes``): it
         is recorded apart (``delete_first``), and ``delete`` holds the next ones, the steady
         state of a running refresher. The full views are caught up at the end and every
-        incremental view is checked against its full view (untimed).
+        incremental view is checked against its full view (untimed). Each run's
+        ``refresh`` holds, by query, each engine's refresh.
         """
         self.insert_orders(FIXED_ORDERS)
         for q in QUERIES:
-            self.runtime.refresh(self.view(q, "incremental"))
+            for e in self.engines:
+                self.runtime.refresh(self.view(q, "incremental", e))
         runs: dict[str, Any] = {"insert": [], "delete_first": [], "delete": [], "delete_cow": []}
         plan = [("insert", r) for r in range(repeats)]
         if delete:
@@ -273,15 +372,47 @@ class TpchBench:
             else:
                 mode = "copy-on-write" if kind == "delete_cow" else "merge-on-read"
                 change = self.delete_orders(FIXED_ORDERS, mode)
-            refreshes = {q: self.refresh(q, "incremental", "incremental") for q in QUERIES}
-            runs[kind].append({"change": change, "refresh": refreshes, "repeat": repeat})
+            order = self.order()
+            refreshes = {q: self.refresh_engines(q) for q in QUERIES}
+            runs[kind].append({"change": change, "refresh": refreshes, "repeat": repeat,
+                               "order": list(order)})
+            print(f"  SF {self.sf} fixed {kind}: " + ", ".join(
+                f"{q} {e} {r['s']:.2f}s ({r['engine']})" for q in QUERIES
+                for e, r in refreshes[q].items()), flush=True)
         for q in QUERIES:  # catch the full views up outside the measurements
             self.runtime.refresh(self.view(q, "full"))
-        runs["check"] = {q: self.check(q) for q in QUERIES}
+        runs["check"] = {q: self.check_engines(q) for q in QUERIES}
         return runs
 
     def floor(self, repeats: int = 5) -> dict[str, Any]:
-        """A one-row Spark INSERT into a small Iceberg table through the same catalog."""
+        """A one-row pyiceberg append (``table.append``) to a small Iceberg table through the
+        same catalog, the commit a tick cannot beat; ``with_load_table_s``: the same with
+        the table loaded from the catalog first, as a tick loads its view's table."""
+        schema = Schema(NestedField(1, "id", LongType(), required=False),
+                        NestedField(2, "note", StringType(), required=False))
+        catalog = self.runtime.catalog
+        table = catalog.create_table(f"{self.ns}.floor_append", schema,
+                                     properties={"format-version": "2"})
+        times, loaded = [], []
+        for i in range(repeats + 1):  # the held table stays current: it made every commit
+            row = pa.table({"id": pa.array([i], pa.int64()), "note": ["x"]})
+            started = time.perf_counter()
+            table.append(row)
+            times.append(time.perf_counter() - started)
+        for i in range(repeats + 1):
+            row = pa.table({"id": pa.array([i], pa.int64()), "note": ["y"]})
+            started = time.perf_counter()
+            catalog.load_table(f"{self.ns}.floor_append").append(row)
+            loaded.append(time.perf_counter() - started)
+        times, loaded = times[1:], loaded[1:]  # the first ones run cold
+        return {"kind": "pyiceberg append", "s": round(statistics.median(times), 3),
+                "runs_s": [round(t, 3) for t in times],
+                "with_load_table_s": round(statistics.median(loaded), 3),
+                "load": load_average()[0]}
+
+    def floor_spark_insert(self, repeats: int = 5) -> dict[str, Any]:
+        """The former floor: a one-row Spark INSERT into a small Iceberg table through the
+        same catalog."""
         name = self.table("floor_probe")
         self.spark.sql(f"CREATE TABLE {name} (id bigint, note string) USING iceberg "
                        "TBLPROPERTIES ('format-version' = '2')")
@@ -291,8 +422,8 @@ class TpchBench:
             self.spark.sql(f"INSERT INTO {name} VALUES ({i}, 'x')")
             times.append(time.perf_counter() - started)
         times = times[1:]  # the first one plans and compiles cold
-        return {"s": round(statistics.median(times), 3), "runs_s": [round(t, 3) for t in times],
-                "load": load_average()[0]}
+        return {"kind": "spark insert", "s": round(statistics.median(times), 3),
+                "runs_s": [round(t, 3) for t in times], "load": load_average()[0]}
 
     def batches(self, fractions: tuple[float, ...], delete_fractions: tuple[float, ...],
                 small_repeats: int = 1) -> list[dict[str, Any]]:
@@ -313,26 +444,33 @@ class TpchBench:
                 samples = [self._batch(kind, count) for _ in range(repeats)]
                 row: dict[str, Any] = {"fraction": fraction, "kind": kind,
                                        "change": samples[0]["change"], "repeats": repeats}
+                row["orders"] = [s["order"] for s in samples]
                 for q in QUERIES:
                     row[q] = {mode: median_sample([s[q][mode] for s in samples])
-                              for mode in ("incremental", "full", "duckdb")}
-                    row[q]["check"] = worst_check([s[q]["check"] for s in samples])
+                              for mode in ("full", "duckdb")}
+                    row[q]["incremental"] = {
+                        e: median_sample([s[q]["incremental"][e] for s in samples])
+                        for e in self.engines}
+                    row[q]["check"] = {e: worst_check([s[q]["check"][e] for s in samples])
+                                       for e in self.engines}
                 out.append(row)
                 print(f"  SF {self.sf} {fraction:.1%} {kind} (x{repeats}): " + ", ".join(
-                    f"{q} inc {row[q]['incremental']['s']:.2f}s full {row[q]['full']['s']:.1f}s "
-                    f"duck {row[q]['duckdb']['s']:.2f}s" for q in QUERIES), flush=True)
+                    f"{q} " + " ".join(f"{e} {r['s']:.2f}s ({r['engine']})"
+                                       for e, r in row[q]["incremental"].items())
+                    + f" full {row[q]['full']['s']:.1f}s duck {row[q]['duckdb']['s']:.2f}s"
+                    for q in QUERIES), flush=True)
         return out
 
     def _batch(self, kind: str, count: int) -> dict[str, Any]:
         """One batch of ``count`` orders (``insert`` or ``delete``); every view refreshed
-        incrementally and fully, DuckDB's recompute, and the untimed check."""
+        incrementally (each engine's) and fully, DuckDB's recompute, and the untimed checks."""
         change = (self.insert_orders if kind == "insert" else self.delete_orders)(count)
-        sample: dict[str, Any] = {"change": change}
+        sample: dict[str, Any] = {"change": change, "order": list(self.order())}
         for q in QUERIES:
-            sample[q] = {"incremental": self.refresh(q, "incremental", "incremental"),
+            sample[q] = {"incremental": self.refresh_engines(q),
                          "full": self.refresh(q, "full", "full")}
             sample[q]["duckdb"], duckdb_rows = self.duckdb(q)
-            sample[q]["check"] = self.check(q, duckdb_rows)
+            sample[q]["check"] = self.check_engines(q, duckdb_rows)
         return sample
 
     def budgets(self) -> dict[str, int]:
@@ -345,22 +483,25 @@ class TpchBench:
 
     def profile(self, delete_views: tuple[str, ...]) -> dict[str, Any]:
         """A fixed insert (every view) and a fixed delete (``delete_views``), each refreshed
-        under cProfile (driver side)."""
+        under cProfile (driver side), every engine's view; keys ``q1_spark_insert``."""
         out = {}
         for kind, views in (("insert", tuple(QUERIES)), ("delete", delete_views)):
             (self.insert_orders if kind == "insert" else self.delete_orders)(FIXED_ORDERS)
             for q in views:
-                profiler = cProfile.Profile()
-                group = f"profile-{q}-{kind}-{time.monotonic_ns()}"
-                self.spark.sparkContext.setJobGroup(group, group)
-                started = time.perf_counter()
-                profiler.runcall(self.runtime.refresh, self.view(q, "incremental"))
-                tracker = self.spark.sparkContext.statusTracker()
-                out[f"{q}_{kind}"] = {"s": round(time.perf_counter() - started, 3),
-                                      "spark_jobs": len(tracker.getJobIdsForGroup(group)),
-                                      "load": load_average()[0],
-                                      "top": top_functions(profiler),
-                                      "breakdown": breakdown(profiler)}
+                for e in self.order():
+                    profiler = cProfile.Profile()
+                    group = f"profile-{q}-{e}-{kind}-{time.monotonic_ns()}"
+                    self.spark.sparkContext.setJobGroup(group, group)
+                    started = time.perf_counter()
+                    result = profiler.runcall(self.runtime.refresh,
+                                              self.view(q, "incremental", e))
+                    tracker = self.spark.sparkContext.statusTracker()
+                    out[f"{q}_{e}_{kind}"] = {
+                        "s": round(time.perf_counter() - started, 3), "engine": e,
+                        "ran_on": result.engine, "engine_reason": result.engine_reason,
+                        "spark_jobs": len(tracker.getJobIdsForGroup(group)),
+                        "load": load_average()[0], "top": top_functions(profiler),
+                        "breakdown": breakdown(profiler)}
         return out
 
 
@@ -411,7 +552,8 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
         fractions: tuple[float, ...] = FRACTIONS, delete_fractions: tuple[float, ...] = FRACTIONS,
         delete_scaling_below: float = 10.0, profile_deletes: tuple[str, ...] = tuple(QUERIES),
         large_fraction_below: float = 10.0, cow_delete_below: float = 1.0,
-        batch_repeats: int = 3) -> dict[str, Any]:
+        batch_repeats: int = 3, engines: tuple[str, ...] = ENGINES,
+        spark: SparkSetup | None = None) -> dict[str, Any]:
     """Every scale factor in one catalog and one Spark session; results by scale factor.
 
     Scale factors not run keep their entries from the results file. From
@@ -419,7 +561,8 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
     fixed-delete scaling run is skipped; from ``large_fraction_below`` on, fractions of 10%
     and more are skipped; below ``cow_delete_below`` the scaling run adds one copy-on-write
     fixed delete. The fixed changes run ``repeats`` times each, the smallest batch
-    ``batch_repeats`` times. The delete profile covers ``profile_deletes``.
+    ``batch_repeats`` times. The delete profile covers ``profile_deletes``. Every
+    incremental refresh runs once per engine of ``engines``; ``spark`` sets the session.
     """
     sessions: list[TpchBench] = []
     results: dict[str, Any] = {"scale_factors": dict(
@@ -429,27 +572,40 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
             for sf in scale_factors:
                 started, load = time.time(), load_average()
                 print(f"TPC-H SF {sf}: load", flush=True)
-                bench = TpchBench(sf, uri, warehouse)
-                sessions.append(bench)
-                entry: dict[str, Any] = {"load": bench.load_tables(), "initial": bench.initial()}
-                entry["laws"] = bench.laws()
-                bench.attach_duckdb()
-                print(f"TPC-H SF {sf}: scaling, floor", flush=True)
-                entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below,
-                                                 cow_delete=sf < cow_delete_below)
-                entry["floor"] = bench.floor()
-                if sf in batch_scale_factors:
-                    print(f"TPC-H SF {sf}: batches", flush=True)
-                    deletes = (delete_fractions if sf < delete_scaling_below
-                               else delete_fractions[:1])
-                    sizes = tuple(f for f in fractions if f < 0.1 or sf < large_fraction_below)
-                    entry["batches"] = bench.batches(sizes, deletes, batch_repeats)
-                print(f"TPC-H SF {sf}: profile", flush=True)
-                entry["profile"] = bench.profile(profile_deletes)
-                entry["budgets"] = bench.budgets()
+                whole = MemoryProbe(interval_s=0.5)  # the driver's peak over the whole run
+                with whole.active():
+                    bench = TpchBench(sf, uri, warehouse, engines, spark)
+                    sessions.append(bench)
+                    entry: dict[str, Any] = {"engines": list(engines),
+                                             "load": bench.load_tables(),
+                                             "initial": bench.initial()}
+                    entry["laws"] = bench.laws()
+                    entry["local_refusals"] = bench.local_refusals()
+                    bench.attach_duckdb()
+                    print(f"TPC-H SF {sf}: scaling, floor", flush=True)
+                    entry["scaling"] = bench.scaling(repeats, delete=sf < delete_scaling_below,
+                                                     cow_delete=sf < cow_delete_below)
+                    entry["floor"] = bench.floor()
+                    entry["floor_spark_insert"] = bench.floor_spark_insert()
+                    print(f"TPC-H SF {sf}: floor {entry['floor']['s']:.3f}s (pyiceberg "
+                          f"append), {entry['floor_spark_insert']['s']:.3f}s (Spark INSERT)",
+                          flush=True)
+                    if sf in batch_scale_factors:
+                        print(f"TPC-H SF {sf}: batches", flush=True)
+                        deletes = (delete_fractions if sf < delete_scaling_below
+                                   else delete_fractions[:1])
+                        sizes = tuple(f for f in fractions
+                                      if f < 0.1 or sf < large_fraction_below)
+                        entry["batches"] = bench.batches(sizes, deletes, batch_repeats)
+                    print(f"TPC-H SF {sf}: profile", flush=True)
+                    entry["profile"] = bench.profile(profile_deletes)
+                    entry["budgets"] = bench.budgets()
                 entry["meta"] = {"started": time.strftime("%H:%M:%S", time.localtime(started)),
                                  "wall_s": round(time.time() - started), "load_before": load,
-                                 "load_after": load_average()}
+                                 "load_after": load_average(), **bench.session(),
+                                 "engines": list(engines), "driver_peak": whole.result(),
+                                 "children_peak_mib": {n: round(b / 2**20, 1)
+                                                       for n, b in sorted(whole.seen.items())}}
                 previous = results["scale_factors"].get(f"{sf:g}", {})
                 results["scale_factors"][f"{sf:g}"] = {**previous, **entry}  # keeps parts not run
                 save_part("tpch", results)  # a later scale factor may not finish in time
