@@ -204,7 +204,9 @@ def _refresh_group(
                                       maintained.engine)
             previous = group.old  # the state's change was added to the state there
             result.mode = "incremental"
-            result.engine, result.engine_reason = maintained.engine, maintained.engine_reason
+            result.engine, result.engine_reason = maintained.engine, (
+                maintained.engine_reason if limits.on_driver
+                else "engine: spark is set, so no row is read or held on the driver")
         else:
             phase("compute view", detail=full_reason)
             maintained = (_recompute(plan, inputs) if view.refresh == "full"

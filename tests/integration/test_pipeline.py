@@ -187,6 +187,7 @@ def test_the_engine_setting_chooses_where_ticks_run(
     assert (auto.mode, auto.engine) == ("incremental", "local"), auto.engine_reason
     assert auto.engine_reason.startswith("a change of 3 rows; a state of 3 groups")
     assert (on_spark.mode, on_spark.engine) == ("incremental", "spark")
+    assert on_spark.engine_reason.startswith("engine: spark is set")
     expected = _expected(runtime, views[0])
     for view in views:
         assert _iceberg_rows(rest_catalog, view.name) == expected
