@@ -200,7 +200,7 @@ def maintain(
     with _scope(plan, inputs, driver_read_max_rows) as scope:
         if not scope.changed:
             empty = with_weight(scope.run(at_role(plan.query, "new", scope.relation)).limit(0))
-            return Maintained(empty, state, engine_reason="no source changed")
+            return Maintained(empty, _unchanged(state), engine_reason="no source changed")
         form = _invertible(plan)
         if form is not None:
             state = state or _build(scope, form, "old", driver_state_max_rows)
@@ -216,6 +216,16 @@ def maintain(
                  for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
         return Maintained(consolidate(sides[0].union(sides[1])), advanced.state,
                           engine_reason=_spark_reason(plan, state))
+
+
+def _unchanged(state: AggregateState | None) -> AggregateState | None:
+    """``state`` as the state after a tick that changed nothing: its change has no row."""
+    if state is None:
+        return None
+    if state.table is not None:
+        return replace(state, change=state.table.slice(0, 0))
+    assert state.rows is not None
+    return replace(state, change=state.rows.limit(0))
 
 
 def _spark_reason(plan: ViewPlan, state: AggregateState | None) -> str:

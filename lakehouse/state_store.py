@@ -16,7 +16,8 @@ Sums and counts add up, so a state reads back as its base plus the changes since
 writes only its change, O(change) rather than O(state). A new base is written when the
 changes since the last one hold as many rows as it does, or number :data:`MAX_CHANGES`, and
 the view's older entries are then dropped. A crash before the record is written only costs
-the next process a rebuild; a state of another SQL or frontier is never read.
+the next process a rebuild; a state of another SQL or frontier is never read, nor one whose
+data does not hold the rows its record counts (files another process deleted meanwhile).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -89,24 +91,24 @@ class StateStore:
 
         Raises:
             OSError: The storage cannot be read (other than an entry being absent).
-            ValueError: A record is not what this module writes.
+            ValueError: A record is not what this module writes, or an entry's data does
+                not hold the rows its record counts.
         """
         folder = self.folder.child(view).child(_digest(sql))
         chain = self._chain(folder, _frontier_digest(frontier))
         if chain is None or (chain[0].on_spark and self.spark is None):
             return None
-        base, changes, last = chain[0], chain[1:], chain[-1]
+        last = chain[-1]
         schema = StructType.fromJson(json.loads(last.schema)) if last.schema else None
-        if last.on_spark:
+        if last.on_spark:  # read once, here: a failure is no state, and the files may go
             assert self.spark is not None
-            read = self.spark.read.parquet
-            rows = aggregate_state.with_changes(
-                read(folder.child(base.data).uri), [read(folder.child(c.data).uri)
-                                                    for c in changes])
-            return AggregateState(tuple(last.arg_types), rows=rows, schema=schema)
-        table = driver_state.with_changes(
-            _read_table(folder.child(base.data)), [_read_table(folder.child(c.data))
-                                                   for c in changes])
+            spark = self.spark
+            parts = [_checked(spark.read.parquet(folder.child(r.data).uri), r) for r in chain]
+            rows = aggregate_state.with_changes(parts[0], parts[1:])
+            return AggregateState(tuple(last.arg_types), rows=rows.localCheckpoint(eager=True),
+                                  schema=schema)
+        tables = [_checked(_read_table(folder.child(r.data)), r) for r in chain]
+        table = driver_state.with_changes(tables[0], tables[1:])
         return AggregateState(tuple(last.arg_types), table=table, schema=schema)
 
     def _chain(self, folder: Folder, digest: str) -> list[_Record] | None:
@@ -185,7 +187,7 @@ class StateStore:
             count = rows.num_rows
         else:  # from the executors
             rows.write.parquet(target.uri)
-            count = rows.count()  # checkpointed rows: no recompute
+            count = rows.count()  # a state or change the tick checkpointed: no recompute
         return _Record(dict(frontier), list(state.arg_types),
                        state.schema.json() if state.schema is not None else None,
                        on_spark=not isinstance(rows, pa.Table), data=data, rows=count,
@@ -252,6 +254,22 @@ def _read_record(file: Folder) -> _Record | None:
         return _Record(**json.loads(body))
     except TypeError as error:  # other keys
         raise ValueError(f"not an aggregate state record: {file.path}") from error
+
+
+_Rows = TypeVar("_Rows", DataFrame, pa.Table)
+
+
+def _checked(rows: _Rows, record: _Record) -> _Rows:
+    """``rows``, once they count as many rows as ``record`` says its data holds.
+
+    Raises:
+        ValueError: They do not (files of the entry deleted or left half written, as by
+            another process dropping the view's entries while this one wrote).
+    """
+    count = _count(rows)
+    if count != record.rows:
+        raise ValueError(f"state data {record.data} holds {count} rows, its record {record.rows}")
+    return rows
 
 
 def _read_table(file: Folder) -> pa.Table:

@@ -5,9 +5,10 @@ copy-on-write and once with merge-on-read deletes; then Spark deletes the line i
 random 0.1% of the orders (TPC-H RF2) from each. Timed, per table, from the change feed call
 to its row count (what a refresh does first):
 
-- *before*: the previous bridge path, kept here to compare: every changed data file read
-  with pyiceberg at both snapshots, handed to Spark, consolidated there (group by all);
-- *after*: :meth:`IcebergSourceReader.change_feed` (:mod:`lakehouse.sources.iceberg_feed`).
+- *before*: the Spark form (engine ``spark``): every changed data file read by the
+  executors at both snapshots (:mod:`lakehouse.sources.iceberg_staged`), consolidated there
+  (group by all);
+- *after*: :meth:`IcebergSourceReader.change_feed` in Arrow (:mod:`lakehouse.sources.iceberg_feed`).
 
 Both must give the same rows. Results go to ``<BENCH_DIR>/change_feed.json``.
 """
@@ -26,11 +27,8 @@ from pyiceberg.catalog import load_catalog
 from pyspark.sql import DataFrame
 
 from catalog_api import CatalogSettings, serve_in_thread
-from ivm import consolidate, with_weight
 from lakehouse.sources.arrow_bridge import ArrowBridge
-from lakehouse.sources.iceberg import IcebergSourceReader, _aligned, _arrow_rows, _snapshot_schema
-from lakehouse.sources.iceberg_files import changed_files
-from lakehouse.sources.iceberg_lineage import lineage
+from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.spark.session import build_spark_session
 from tests.benchmarks.common import WORK, load_average
 from tests.benchmarks.tpch_refresh import SPARK_CONF, generate_cached
@@ -39,18 +37,9 @@ from tests.tpch.schema import SCHEMAS
 MODES = ("copy-on-write", "merge-on-read")
 
 
-def before(reader: IcebergSourceReader, old: int, new: int) -> DataFrame:
-    """The change feed as the bridge path computed it before :mod:`.iceberg_feed`."""
-    table = reader._table()
-    chain = lineage(table.metadata, old, new, source=reader.name).snapshots
-    assert chain is not None and reader.bridge is not None
-    paths = changed_files(table.metadata, table.io, chain).paths
-    schema, columns = _snapshot_schema(table, new), reader.snapshot(new).schema
-    sides = []
-    for version, weight in ((new, 1), (old, -1)):
-        frame = reader.bridge.to_spark(_arrow_rows(table, version, paths, schema))
-        sides.append(with_weight(frame.selectExpr(*_aligned(frame, columns)), weight))
-    return consolidate(sides[0].unionByName(sides[1]))
+def on_spark(reader: IcebergSourceReader, old: int, new: int) -> DataFrame:
+    """The change feed as engine ``spark`` computes it: the changed files read by executors."""
+    return reader.change_feed(old, new, in_arrow=False).rows
 
 
 def _timed(feed: Any, old: int, new: int) -> tuple[float, set[tuple[Any, ...]]]:
@@ -107,7 +96,7 @@ def main() -> None:
             for repeat in range(args.repeats):
                 timings = {}
                 rows = {}
-                for label, feed in (("before", lambda o, n, r=reader: before(r, o, n)),
+                for label, feed in (("before", lambda o, n, r=reader: on_spark(r, o, n)),
                                     ("after", lambda o, n, r=reader: r.change_feed(o, n).rows)):
                     timings[label], rows[label] = _timed(feed, old, new)
                 assert rows["before"] == rows["after"], mode

@@ -7,6 +7,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
 from ivm import AggregateState
 from lakehouse.state_store import StateStore
@@ -121,3 +123,21 @@ def test_view_states_fall_back_to_the_store_and_survive_its_failures(tmp_path: P
     assert broken.get("v.a", SQL, {"flights": 3}) is None  # logged, rebuilt by the tick
     broken.put("v.a", SQL, {"flights": 4}, _state())  # logged; the refresh goes on
     assert broken.get("v.a", SQL, {"flights": 4}) is not None  # kept in memory
+
+
+def test_data_not_holding_the_rows_its_record_counts_reads_as_no_state(tmp_path: Path) -> None:
+    """A state file cut short (deleted and rewritten by another process) is never read."""
+    store = StateStore(Folder.local(tmp_path / "_state"))
+    store.save("v.c", SQL, {"f": 1}, AggregateState((), table=_groups({"a": 5, "b": 5})))
+    store.save("v.c", SQL, {"f": 2}, AggregateState((), table=_groups({"a": 5, "b": 5}),
+                                                    change=_groups({})), previous={"f": 1})
+    loaded = store.load("v.c", SQL, {"f": 2})  # a tick that changed nothing: an empty change
+    assert loaded is not None and loaded.table is not None and loaded.table.num_rows == 2
+    folder = next(p for p in (tmp_path / "_state" / "v.c").iterdir())
+    [base] = [p for p in folder.glob("*.parquet") if pq.read_table(p).num_rows == 2]
+    pq.write_table(_groups({"a": 5}), base)
+    with pytest.raises(ValueError, match="holds 1 rows, its record 2"):
+        store.load("v.c", SQL, {"f": 2})
+    assert ViewStates(StateStore(Folder.local(tmp_path / "_state"))).get(
+        "v.c", SQL, {"f": 2}) is None  # logged; the tick rebuilds the state
+
