@@ -194,9 +194,7 @@ def _refresh_group(
             result.rows_in += changed_rows
         if full_reason is None:
             phase("compute view delta")
-            kept = states.get(view.name, plan.sql, group.old)
-            if kept is not None and kept.table is not None and not limits.driver_state_max_rows:
-                kept = None  # engine spark: a state stored from the driver is rebuilt on Spark
+            kept = states.get(view.name, plan.sql, group.old, limits.on_driver)
             maintained = maintain(plan, inputs, kept,
                                   driver_state_max_rows=limits.driver_state_max_rows,
                                   driver_read_max_rows=limits.driver_read_max_rows)

@@ -86,8 +86,11 @@ class StateStore:
         self.folder = folder
         self.spark = spark
 
-    def load(self, view: str, sql: str, frontier: Mapping[str, int]) -> AggregateState | None:
+    def load(self, view: str, sql: str, frontier: Mapping[str, int], on_driver: bool = True
+             ) -> AggregateState | None:
         """The state of ``view`` (compiled from ``sql``) at ``frontier``, or None if not stored.
+
+        With ``on_driver`` False, a state held on the driver is not read (None).
 
         Raises:
             OSError: The storage cannot be read (other than an entry being absent).
@@ -96,7 +99,8 @@ class StateStore:
         """
         folder = self.folder.child(view).child(_digest(sql))
         chain = self._chain(folder, _frontier_digest(frontier))
-        if chain is None or (chain[0].on_spark and self.spark is None):
+        if chain is None or (chain[0].on_spark and self.spark is None) or (
+                not on_driver and not chain[0].on_spark):
             return None
         last = chain[-1]
         schema = StructType.fromJson(json.loads(last.schema)) if last.schema else None

@@ -32,22 +32,23 @@ class ViewStates:
     store: StateStore | None = None
     _kept: dict[str, tuple[str, dict[str, int], AggregateState]] = field(default_factory=dict)
 
-    def get(self, view: str, sql: str, frontier: Mapping[str, int] | None
-            ) -> AggregateState | None:
+    def get(self, view: str, sql: str, frontier: Mapping[str, int] | None,
+            on_driver: bool = True) -> AggregateState | None:
         """The state of ``view`` (compiled from ``sql``) at exactly ``frontier``, or None.
 
         A store that cannot be read counts as holding nothing (the tick rebuilds the
-        state); it is logged.
+        state); it is logged. With ``on_driver`` False (engine ``spark``), a state held on
+        the driver counts as none either: it is not even read.
         """
         if frontier is None:
             return None
         kept = self._kept.get(view)
         if kept is not None and kept[0] == sql and kept[1] == dict(frontier):
-            return kept[2]
+            return kept[2] if on_driver or kept[2].table is None else None
         if self.store is None:
             return None
         try:
-            state = self.store.load(view, sql, frontier)
+            state = self.store.load(view, sql, frontier, on_driver)
         except Exception as error:  # a cache: any error of Arrow, Spark or the storage
             _LOG.warning("aggregate state of %s not read from the warehouse: %s", view,
                          _first_line(error))

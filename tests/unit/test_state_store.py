@@ -32,6 +32,7 @@ def test_a_state_is_read_back_for_its_sql_and_frontier_only(tmp_path: Path) -> N
     assert loaded is not None and loaded.arg_types == ("decimal(7,2)",)
     assert loaded.table is not None and loaded.table.equals(_state().table)
     assert store.load("v.a", SQL, {"flights": 4}) is None
+    assert store.load("v.a", SQL, {"flights": 3}, on_driver=False) is None  # engine spark
     assert store.load("v.a", SQL + " HAVING SUM(fare) > 0", {"flights": 3}) is None
     assert store.load("v.b", SQL, {"flights": 3}) is None
 
@@ -115,7 +116,9 @@ def test_view_states_fall_back_to_the_store_and_survive_its_failures(tmp_path: P
     folder = tmp_path / "_state"
     ViewStates(StateStore(Folder.local(folder))).put("v.a", SQL, {"flights": 3}, _state())
     fresh = ViewStates(StateStore(Folder.local(folder)))  # a new process
+    assert fresh.get("v.a", SQL, {"flights": 3}, on_driver=False) is None
     assert fresh.get("v.a", SQL, {"flights": 3}) is not None
+    assert fresh.get("v.a", SQL, {"flights": 3}, on_driver=False) is None  # kept, not used
     assert fresh.get("v.a", SQL, None) is None
     (folder / "v.a").rename(tmp_path / "moved")
     (folder / "v.a").write_text("a file where the view's folder was")
