@@ -175,23 +175,26 @@ class StateStore:
         change_rows = _count(state.change)
         if before.changed_rows + change_rows > base_rows:
             return None
-        record = self._record(folder, state, frontier, state.change)
+        record = self._record(folder, state, frontier, state.change, change_rows)
         return _Record(**{**asdict(record), "previous": before_digest, "base_rows": base_rows,
                           "changes": before.changes + 1,
                           "changed_rows": before.changed_rows + change_rows})
 
     def _record(self, folder: Folder, state: AggregateState, frontier: Mapping[str, int],
-                rows: DataFrame | pa.Table) -> _Record:
-        """Write ``rows`` (the whole state or its change) as a new data entry; its record."""
+                rows: DataFrame | pa.Table, count: int | None = None) -> _Record:
+        """Write ``rows`` (the whole state or its change) as a new data entry; its record.
+
+        ``count`` is the number of ``rows`` when the caller counted them already.
+        """
         data = f"{_frontier_digest(frontier)}-{uuid.uuid4().hex[:8]}.parquet"
         target = folder.child(data)
         if isinstance(rows, pa.Table):
             folder.filesystem.create_dir(folder.path, recursive=True)
             pq.write_table(rows, target.path, filesystem=target.filesystem)
-            count = rows.num_rows
         else:  # from the executors
             rows.write.parquet(target.uri)
-            count = rows.count()  # a state or change the tick checkpointed: no recompute
+        if count is None:
+            count = _count(rows)  # a state the tick checkpointed: no recompute
         return _Record(dict(frontier), list(state.arg_types),
                        state.schema.json() if state.schema is not None else None,
                        on_spark=not isinstance(rows, pa.Table), data=data, rows=count,
