@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -52,6 +53,8 @@ SECURE_CLIENT = "reader"
 MIN_JAVA = 24
 TEMURIN_HOME = Path("/usr/lib/jvm/temurin-25-jdk-amd64")
 START_TIMEOUT_S = 240
+NO_NODES_WAIT_S = 60
+"""How long a query rides out ``NO_NODES_AVAILABLE`` (:meth:`TrinoServerHandle.query`)."""
 LOG_TAIL_LINES = 60
 
 _PARTS = ("bin/", "lib/", "plugin/iceberg/")
@@ -337,6 +340,29 @@ class TrinoServerHandle:
         self.wait()
         return trino.dbapi.connect(host="127.0.0.1", port=self.port, user="lakehouse-tests",
                                    catalog=self.catalog, schema=schema)
+
+    def query(self, sql: str) -> list[list[Any]]:
+        """Run one statement and fetch its rows, riding out a passing ``NO_NODES_AVAILABLE``.
+
+        A table scan needs the node listed as serving the table's catalog. The coordinator
+        refreshes that list every few seconds from its announcements, which a loaded
+        machine delays: then metadata statements answer while scans fail with
+        ``NO_NODES_AVAILABLE`` (seen in CI, with the failure detector off). Such a failure
+        is retried for up to :data:`NO_NODES_WAIT_S`; any other error is raised at once.
+        """
+        deadline = time.monotonic() + NO_NODES_WAIT_S
+        while True:
+            connection = self.connect()
+            try:
+                cursor = connection.cursor()
+                cursor.execute(sql)
+                return cursor.fetchall()
+            except trino.exceptions.TrinoQueryError as error:
+                if error.error_name != "NO_NODES_AVAILABLE" or time.monotonic() > deadline:
+                    raise
+            finally:
+                connection.close()
+            time.sleep(1)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

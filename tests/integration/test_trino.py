@@ -13,6 +13,7 @@ Trino also reads a table pyiceberg wrote in the secure test catalog, through its
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,15 +98,6 @@ def refreshed(spark: SparkSession, catalog_server: CatalogServerHandle) -> Itera
         yield Refreshed(namespace, totals, big, recomputed, tuple(snapshots))
 
 
-def _query(trino: TrinoServerHandle, sql: str) -> list[list[object]]:
-    cursor = trino.connect().cursor()
-    try:
-        cursor.execute(sql)
-        return cursor.fetchall()
-    finally:
-        cursor.close()
-
-
 def _columns(refreshed: Refreshed, view: ViewConfig) -> Sequence[str]:
     return refreshed.recomputed[view.name].column_names
 
@@ -116,29 +108,29 @@ def _select(refreshed: Refreshed, view: ViewConfig, suffix: str = "") -> str:
             f"FROM {refreshed.namespace}.{table}{suffix}")
 
 
-def _expected(refreshed: Refreshed, view: ViewConfig) -> object:
+def _expected(refreshed: Refreshed, view: ViewConfig) -> Counter[tuple[object, ...]]:
     return multiset(tuple(row.values()) for row in refreshed.recomputed[view.name].to_pylist())
 
 
 @pytest.mark.spark
 def test_trino_lists_and_reads_each_view(trino_server: TrinoServerHandle,
                                          refreshed: Refreshed) -> None:
-    schemas = {row[0] for row in _query(trino_server, "SHOW SCHEMAS")}
+    schemas = {row[0] for row in trino_server.query("SHOW SCHEMAS")}
     assert refreshed.namespace in schemas
-    tables = {row[0] for row in _query(trino_server, f"SHOW TABLES FROM {refreshed.namespace}")}
+    tables = {row[0] for row in trino_server.query(f"SHOW TABLES FROM {refreshed.namespace}")}
     assert tables == {"orders", "totals", "big"}
     for view in (refreshed.totals, refreshed.big):
         expected = _expected(refreshed, view)
         assert sum(expected.values()) > 0, view.name
-        assert multiset(_query(trino_server, _select(refreshed, view))) == expected, view.name
+        assert multiset(trino_server.query(_select(refreshed, view))) == expected, view.name
 
 
 @pytest.mark.spark
 def test_trino_reads_the_view_on_a_view_as_a_filter_of_its_source(
     trino_server: TrinoServerHandle, refreshed: Refreshed,
 ) -> None:
-    totals = _query(trino_server, _select(refreshed, refreshed.totals))
-    big = _query(trino_server, _select(refreshed, refreshed.big))
+    totals = trino_server.query(_select(refreshed, refreshed.totals))
+    big = trino_server.query(_select(refreshed, refreshed.big))
     assert len(big) < len(totals)  # the filter drops some groups
     assert multiset(big) == multiset((customer, total) for customer, _, total, _ in totals
                                      if total > 25)
@@ -154,7 +146,7 @@ def test_trino_time_travels_to_an_older_snapshot(
                                                                 selected_fields=tuple(columns))
     then = multiset(tuple(row[c] for c in columns) for row in scan.to_arrow().to_pylist())
     assert then != _expected(refreshed, refreshed.totals)  # the view changed since
-    travelled = _query(trino_server, _select(refreshed, refreshed.totals,
+    travelled = trino_server.query(_select(refreshed, refreshed.totals,
                                              f" FOR VERSION AS OF {older}"))
     assert multiset(travelled) == then
 
@@ -167,7 +159,7 @@ def test_trino_snapshots_table_matches_pyiceberg_and_carries_the_frontier(
     frontiers = {s.snapshot_id: (s.summary or {}).get("lakehouse.frontier")
                  for s in table.snapshots()}
     assert set(refreshed.tick_snapshots) <= set(frontiers)
-    rows = _query(trino_server, "SELECT snapshot_id, element_at(summary, 'lakehouse.frontier') "
+    rows = trino_server.query("SELECT snapshot_id, element_at(summary, 'lakehouse.frontier') "
                                 f'FROM {refreshed.namespace}."totals$snapshots"')
     assert sorted(snapshot for snapshot, _ in rows) == sorted(frontiers)
     assert dict(rows) == frontiers
@@ -206,11 +198,11 @@ def test_trino_with_a_credential_lists_and_reads(
     trino_server: TrinoServerHandle, secure_table: tuple[str, pa.Table],
 ) -> None:
     namespace, rows = secure_table
-    schemas = {row[0] for row in _query(trino_server, f"SHOW SCHEMAS FROM {SECURE_CATALOG}")}
+    schemas = {row[0] for row in trino_server.query(f"SHOW SCHEMAS FROM {SECURE_CATALOG}")}
     assert namespace in schemas
-    tables = _query(trino_server, f"SHOW TABLES FROM {SECURE_CATALOG}.{namespace}")
+    tables = trino_server.query(f"SHOW TABLES FROM {SECURE_CATALOG}.{namespace}")
     assert tables == [["t"]]
-    selected = _query(trino_server, f"SELECT id, v FROM {SECURE_CATALOG}.{namespace}.t")
+    selected = trino_server.query(f"SELECT id, v FROM {SECURE_CATALOG}.{namespace}.t")
     assert multiset(selected) == multiset(tuple(row.values()) for row in rows.to_pylist())
 
 
@@ -221,7 +213,7 @@ def test_trino_without_credentials_gets_401(
     for sql in (f"SHOW SCHEMAS FROM {ANONYMOUS_CATALOG}",
                 f"SELECT id FROM {ANONYMOUS_CATALOG}.{namespace}.t"):
         with pytest.raises(trino.exceptions.TrinoQueryError) as refused:
-            _query(trino_server, sql)
+            trino_server.query(sql)
         assert refused.value.error_name == "ICEBERG_CATALOG_ERROR", sql
         assert ("org.apache.iceberg.exceptions.NotAuthorizedException",
                 "Not authorized: Authentication required: send a bearer token"
