@@ -117,8 +117,9 @@ class RequestBody(IcebergBaseModel):
     """Base of request bodies: a value pyiceberg cannot type is a 400, not a 500.
 
     Some pyiceberg validators raise ``TypeError`` (e.g. a field ``initial-default`` of a type
-    it cannot deserialize) or ``KeyError`` (a list type whose ``element`` is not a type),
-    which pydantic does not turn into a validation error.
+    it cannot deserialize), ``KeyError`` (a list type whose ``element`` is not a type) or
+    ``AttributeError`` (``set-properties`` whose ``updates`` is not an object), which
+    pydantic does not turn into a validation error.
     """
 
     @model_validator(mode="wrap")
@@ -128,7 +129,7 @@ class RequestBody(IcebergBaseModel):
     ) -> Any:
         try:
             return handler(data)
-        except (TypeError, KeyError) as exc:
+        except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"invalid value: {exc!r}") from None
 
 

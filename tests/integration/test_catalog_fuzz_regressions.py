@@ -158,3 +158,24 @@ def test_empty_struct_outside_a_list_is_accepted(catalog_server, catalog_namespa
     base = f"{catalog_server.uri}/v1/namespaces/{catalog_namespace}"
     created = httpx.post(f"{base}/tables", json={"name": "t_structs", "schema": schema})
     assert created.status_code == 200, created.text
+
+
+@pytest.mark.parametrize("updates", [False, True, ["a"], "a=1"], ids=repr)
+def test_set_properties_that_are_not_an_object_is_bad_request(catalog_server, catalog_namespace,
+                                                              updates) -> None:
+    # pyiceberg's SetPropertiesUpdate validator calls .items() on ``updates``: AttributeError
+    # (found with 400 examples per operation, on a view commit).
+    base = f"{catalog_server.uri}/v1/namespaces/{catalog_namespace}"
+    schema = {"type": "struct", "schema-id": 0,
+              "fields": [{"id": 1, "name": "x", "type": "int", "required": False}]}
+    assert httpx.post(f"{base}/tables", json={"name": "t_props", "schema": schema}
+                      ).status_code == 200
+    assert httpx.post(f"{base}/views", json={"name": "v_props", "schema": schema,
+                                             "view-version": _view_version(catalog_namespace)}
+                      ).status_code == 200
+    bad = {"updates": [{"action": "set-properties", "updates": updates}]}
+    for path in ("tables/t_props", "views/v_props"):
+        assert _error(httpx.post(f"{base}/{path}", json=bad), 400)["type"] == \
+            "BadRequestException", path
+        loaded = httpx.get(f"{base}/{path}").json()["metadata"]
+        assert "a" not in loaded.get("properties", {}), path  # nothing half written
