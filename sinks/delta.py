@@ -131,7 +131,7 @@ class DeltaSink:
 
         table, commit = self._base_table(), self._commit(frontier, engine)
         delta_spark.apply(self._session(), self.uri, table.version() if table else None, delta,
-                          key, commit)
+                          key, commit, self._latest_version)
         self._require_landed(commit)
 
     def replace(self, rows: DataFrame, frontier: Frontier, engine: str | None = None) -> None:
@@ -160,6 +160,11 @@ class DeltaSink:
         if not any(c.get(USER_METADATA) == commit.user_metadata for c in recent):
             raise SinkError("another commit landed first (Delta skipped this one: its "
                             f"transaction version {commit.version} was taken)", table=self.uri)
+
+    def _latest_version(self) -> int | None:
+        """The table's latest version, read from its log with delta-rs (no Spark job)."""
+        table = self._table()
+        return table.version() if table is not None else None
 
     def _session(self) -> SparkSession:
         if self.spark is None:

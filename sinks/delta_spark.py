@@ -8,15 +8,16 @@ properties in ``userMetadata`` and the application transaction (``txnAppId``,
 
 Writes take the transaction as ``DataFrameWriter`` options; ``MERGE`` takes it from the
 session's SQL configuration (``spark.databricks.delta.write.txnAppId`` and ``.txnVersion``,
-``spark.databricks.delta.commitInfo.userMetadata``), which is shared by the session's
-threads: one lock serializes the ``MERGE`` commits of this process.
+``spark.databricks.delta.commitInfo.userMetadata``, and ``merge.materializeSource``), which
+is shared by the session's threads: one lock serializes the ``MERGE`` commits of this process.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Literal
 
 from delta.tables import DeltaTable
@@ -33,6 +34,9 @@ _MERGE_CONF_LOCK = threading.Lock()
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+"""Set to ``none``: a MERGE's source is the refresh's checkpointed delta (or a time travel
+read), which reads the same rows twice, so Delta's own copy of it is one job for nothing."""
 
 
 def write(uri: str, rows: DataFrame, mode: Literal["append", "overwrite"],
@@ -63,7 +67,8 @@ def write(uri: str, rows: DataFrame, mode: Literal["append", "overwrite"],
 
 
 def apply(spark: SparkSession, uri: str, base_version: int | None, delta: DataFrame,
-          key: Sequence[str] | None, commit: DeltaCommit) -> None:
+          key: Sequence[str] | None, commit: DeltaCommit,
+          latest_version: Callable[[], int | None]) -> None:
     """Apply a consolidated Z-set (the view's columns plus ``_weight``) in one commit.
 
     Args:
@@ -73,6 +78,8 @@ def apply(spark: SparkSession, uri: str, base_version: int | None, delta: DataFr
         delta: The view delta.
         key: The view's unique key, or None when rows have multiplicities.
         commit: What the commit carries.
+        latest_version: Reads the table's latest version from its log (on the driver,
+            metadata only); a ``MERGE`` requires it to be ``base_version``.
 
     Raises:
         SinkError: The commit failed, or the table moved past ``base_version``; the table
@@ -85,21 +92,22 @@ def apply(spark: SparkSession, uri: str, base_version: int | None, delta: DataFr
     current = spark.read.format("delta").option("versionAsOf", base_version).load(uri)
     source = (keyed_merge_source(delta, key) if key is not None
               else multiset_merge_source(delta, current))
-    _merge(spark, uri, base_version, source, key, commit)
+    _merge(spark, uri, source, key, commit,
+           partial(_require_version, latest_version, uri, base_version))
 
 
-def _merge(spark: SparkSession, uri: str, base_version: int, source: DataFrame,
-           key: Sequence[str] | None, commit: DeltaCommit) -> None:
+def _merge(spark: SparkSession, uri: str, source: DataFrame, key: Sequence[str] | None,
+           commit: DeltaCommit, require_version: Callable[[], None]) -> None:
     columns = [c for c in source.columns if c != OP]
     matched = key if key is not None else columns
     condition = " AND ".join([f"s.{OP} = 'delete'",
                               *(f"t.{_quoted(c)} <=> s.{_quoted(c)}" for c in matched)])
     conf = {_TXN_APP_ID: commit.app_id, _TXN_VERSION: str(commit.version),
-            _USER_METADATA: commit.user_metadata}
+            _USER_METADATA: commit.user_metadata, _MATERIALIZE_SOURCE: "none"}
     try:
         target = DeltaTable.forPath(spark, uri)
         with _session_conf(spark, conf):
-            _require_version(target, uri, base_version)
+            require_version()
             (target.alias("t").merge(source.alias("s"), condition)
              .whenMatchedDelete()
              .whenNotMatchedInsert(condition=f"s.{OP} = 'insert'",
@@ -111,15 +119,16 @@ def _merge(spark: SparkSession, uri: str, base_version: int, source: DataFrame,
         raise SinkError(f"merge failed: {spark_error_summary(error)}", table=uri) from error
 
 
-def _require_version(target: DeltaTable, uri: str, base_version: int) -> None:
+def _require_version(latest_version: Callable[[], int | None], uri: str,
+                     base_version: int) -> None:
     """Refuse to merge on a table another writer moved since the refresh read it.
 
     A concurrent refresh of the same view that commits in between carries the same
     transaction version, so Delta skips this one's commit then too.
     """
-    latest = target.history(1).select("version").first()
-    if latest is not None and latest[0] != base_version:
-        raise SinkError(f"another commit landed first (version {latest[0]}, "
+    latest = latest_version()
+    if latest != base_version:
+        raise SinkError(f"another commit landed first (version {latest}, "
                         f"this refresh read {base_version})", table=uri)
 
 

@@ -40,6 +40,10 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
+    # Delta reconstructs a table's state from its log in 50 partitions by default: 50 tasks
+    # for a view table's few files, twice per MERGE. A keyed 8-row MERGE took 2.4 s, 1.1 s
+    # with 1 to 8 partitions (local[2]). Sources with large logs may want more.
+    "spark.databricks.delta.snapshotPartitions": "4",
 }
 _EMPTY: Mapping[str, str] = {}
 REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|credential"
