@@ -269,8 +269,16 @@ def worker_host(number: int) -> str:
     return f"127.0.0.{number + 1}"
 
 
-def start_cluster(root: Path, hidden: Sequence[Path], workers: int = WORKERS) -> SparkClusterHandle:
+def start_cluster(root: Path, hidden: Sequence[Path], workers: int = WORKERS,
+                  cores: int = WORKER_CORES, memory: str = WORKER_MEMORY) -> SparkClusterHandle:
     """Start a master and ``workers`` isolated workers under ``root``; wait for them.
+
+    Args:
+        root: The cluster's folder.
+        hidden: The folders the workers must not see (none: they see the driver's files).
+        workers: How many workers.
+        cores: Cores each worker offers.
+        memory: Memory each worker offers its executors (``1g``, ``8g``).
 
     Raises:
         SparkClusterError: ``unshare`` is missing.
@@ -286,7 +294,7 @@ def start_cluster(root: Path, hidden: Sequence[Path], workers: int = WORKERS) ->
             folder, host = root / f"worker-{number}", worker_host(number)
             worker = _spark_class(
                 "worker.Worker", "--host", host, "--webui-port", "0",
-                "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY,
+                "--cores", str(cores), "--memory", memory,
                 "--work-dir", str(folder / "work"), handle.master_url)
             folder.mkdir(parents=True)
             handle.workers.append(_launch(folder.name, folder, host,

@@ -16,12 +16,18 @@ The TPC-H part times every incremental refresh once per engine of ``--engines`` 
 own views, ``engine: <e>``). ``--master spark://host:7077`` runs it on a standalone cluster
 whose workers see the benchmark folder (``BENCH_DIR``, default ``.bench``) at the same path;
 ``--driver-memory`` sets the driver's JVM heap (the first session of the process).
+``--cluster 2x1x8g`` starts such a cluster here for the run (a master and 2 workers of 1 core
+and 8 GiB each, separate JVMs from the pyspark install, as the tests' cluster but seeing the
+driver's files) and stops it at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.benchmarks import common
@@ -87,6 +93,9 @@ def main() -> None:
     parser.add_argument("--master", default=None,
                         help="TPC-H: spark.master (e.g. spark://host:7077); default: the "
                              "pipeline's own (local[2])")
+    parser.add_argument("--cluster", type=_cluster, default=None, metavar="WxCxMEM",
+                        help="TPC-H: start a standalone cluster of W workers of C cores and MEM "
+                             "memory each (e.g. 2x1x8g) for the run; sets --master")
     parser.add_argument("--driver-memory", default="8g",
                         help="TPC-H: spark.driver.memory (e.g. 2g)")
     parser.add_argument("--spark-conf", type=_conf, action="append", default=[],
@@ -99,6 +108,11 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true",
                         help="only regenerate docs/benchmarks.md from results.json")
     args = parser.parse_args()
+    with _cluster_of(args):
+        _main(args)
+
+
+def _main(args: argparse.Namespace) -> None:
     if args.out is not None:
         common.use_output(args.out)
     if not args.report_only:
@@ -114,6 +128,33 @@ def main() -> None:
     from tests.benchmarks.report import write_report
 
     print(f"wrote {write_report()}")
+
+
+def _cluster(text: str) -> tuple[int, int, str]:
+    workers, cores, memory = text.split("x")
+    return int(workers), int(cores), memory
+
+
+@contextmanager
+def _cluster_of(args: argparse.Namespace) -> Iterator[None]:
+    """Start the ``--cluster`` asked for (its master becomes ``args.master``), stop it after."""
+    if args.cluster is None:
+        yield
+        return
+    from tests.benchmarks.common import WORK
+    from tests.conftest_spark_cluster import start_cluster
+
+    workers, cores, memory = args.cluster
+    root = WORK / "cluster"
+    shutil.rmtree(root, ignore_errors=True)
+    handle = start_cluster(root, hidden=(), workers=workers, cores=cores, memory=memory)
+    args.master = handle.master_url
+    print(f"cluster: {handle.master_url}, {workers} workers of {cores} cores, {memory}",
+          flush=True)
+    try:
+        yield
+    finally:
+        handle.stop()
 
 
 def _run(part: str, args: argparse.Namespace) -> dict:

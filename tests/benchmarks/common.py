@@ -82,7 +82,9 @@ class MemoryProbe:
     elsewhere). ``children_peak`` counts every descendant, which overstates: when the JVM
     runs a command (Hadoop's local file system runs ``chmod``, ``readlink``), the forked
     copy holds, until it execs, the JVM's pages under its thread's name (``Thread-4``),
-    counted a second time. ``seen`` names every child with its peak.
+    counted a second time. ``seen`` names every child with its peak. Descendants in another
+    session are not the driver's: the daemons of a cluster the benchmark started
+    (``--cluster``, each in its own session) and their executors.
     """
 
     pid: int = field(default_factory=os.getpid)
@@ -101,10 +103,13 @@ class MemoryProbe:
             try:
                 driver = process.memory_info().rss
                 children = jvm = 0
+                session = os.getsid(self.pid)
                 for child in process.children(recursive=True):
                     try:
+                        if os.getsid(child.pid) != session:
+                            continue  # a cluster's daemon or executor
                         rss, name = child.memory_info().rss, child.name()
-                    except psutil.Error:  # ended meanwhile
+                    except (psutil.Error, ProcessLookupError):  # ended meanwhile
                         continue
                     children += rss
                     jvm += rss if name == "java" else 0
