@@ -28,6 +28,7 @@ from ivm.aggregate_form import (
     AggregateForm,
     decimal_parts,
 )
+from ivm.arrow_diff import consolidate
 from ivm.zset import WEIGHT
 
 Kind = Literal["group", "sum", "count", "rows", "avg"]
@@ -118,21 +119,7 @@ def delta_rows(form: AggregateForm, outputs: Sequence[Output], arg_types: Sequen
     for rows, weight in ((after, 1), (before, -1)):
         view = view_rows(form, outputs, arg_types, rows, columns)
         sides.append(view.append_column(WEIGHT, pa.array([weight] * view.num_rows, pa.int64())))
-    return consolidated(pa.concat_tables(sides))
-
-
-def consolidated(zset: pa.Table) -> pa.Table:
-    """Merge equal rows of an Arrow Z-set, summing weights, and drop zero weights.
-
-    Equality as in Spark's GROUP BY: NULL equals NULL.
-    """
-    names = [name for name in zset.column_names if name != WEIGHT]
-    keys = [f"c{i}" for i in range(len(names))]
-    renamed = zset.select([*names, WEIGHT]).rename_columns([*keys, "w"])
-    summed = renamed.group_by(keys, use_threads=False).aggregate([("w", "sum")])
-    kept = summed.filter(pc.not_equal(summed["w_sum"], 0))
-    table = kept.select([*keys, "w_sum"]).rename_columns([*names, WEIGHT])
-    return table.cast(zset.schema)
+    return consolidate(pa.concat_tables(sides))
 
 
 def _column(output: Output, rows: pa.Table, arg_types: Sequence[str]) -> pa.ChunkedArray:

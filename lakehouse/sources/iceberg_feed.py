@@ -25,7 +25,7 @@ from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 
-from lakehouse.sources.arrow_diff import consolidate, difference
+from ivm.arrow_diff import consolidate, difference
 from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_positions import position_changes, readable
 from lakehouse.sources.manifest_cache import ManifestCache

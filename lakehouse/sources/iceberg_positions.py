@@ -42,7 +42,7 @@ from pyiceberg.utils.concurrent import ExecutorFactory
 from pyiceberg.utils.config import Config
 
 from ivm import WEIGHT
-from lakehouse.sources.arrow_take import take_rows
+from ivm.arrow_take import take_rows
 from lakehouse.sources.column_cache import ColumnCache, DataFileKey, FileLayout, ParquetOpener
 
 TaskPair = tuple[FileScanTask, FileScanTask]

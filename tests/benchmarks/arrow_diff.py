@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse.sources.arrow_diff import difference, row_hashes
+from ivm.arrow_diff import difference, row_hashes
 from tests.benchmarks.common import WORK, load_average
 from tests.benchmarks.tpch_refresh import generate_cached
 

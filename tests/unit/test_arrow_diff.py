@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse.sources.arrow_diff import consolidate, difference, row_hashes
+from ivm.arrow_diff import consolidate, difference, row_hashes
 from lakehouse.sources.iceberg_positions import row_group_offsets
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("s", pa.large_string()),

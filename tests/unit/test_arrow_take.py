@@ -2,7 +2,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lakehouse.sources.arrow_take import take_rows
+from ivm.arrow_take import take_rows
 
 
 def _chunked(sizes: list[int]) -> pa.Table:

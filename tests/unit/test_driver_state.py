@@ -1,5 +1,6 @@
 """The aggregate state held on the driver: group matching, exact sums, the view's delta."""
 
+import math
 from decimal import Decimal
 
 import pyarrow as pa
@@ -7,8 +8,11 @@ import pytest
 
 from ivm import IvmError, compile_view
 from ivm.aggregate_form import aggregate_form
-from ivm.driver_output import Output, consolidated, delta_rows, plain_outputs
+from ivm.arrow_diff import consolidate
+from ivm.driver_output import Output, delta_rows, plain_outputs
 from ivm.driver_state import advance, change_aggregate, supports
+
+NAN = float("nan")
 
 STATE = pa.schema([("__g0", pa.string()), ("__g1", pa.int32()), ("__s0", pa.decimal128(25, 2)),
                    ("__c0", pa.int64()), ("__n", pa.int64())])
@@ -111,9 +115,12 @@ def test_the_delta_holds_changed_rows_only() -> None:
     ], key=str)
 
 
-def test_consolidation_merges_equal_rows_null_included() -> None:
-    zset = pa.table({"a": [None, None, "x", "x"], "_weight": [1, 2, 1, -1]})
-    assert consolidated(zset).to_pylist() == [{"a": None, "_weight": 3}]
+def test_consolidation_groups_nulls_nan_and_signed_zeros_as_spark_does() -> None:
+    """The view delta's consolidation (the one Arrow consolidation, as the change feeds')."""
+    zset = pa.table({"a": [None, None, "x", "x"], "f": [NAN, -NAN, -0.0, 0.0],
+                     "_weight": [1, 2, 1, -1]})
+    [row] = consolidate(zset).to_pylist()
+    assert row["a"] is None and math.isnan(row["f"]) and row["_weight"] == 3
 
 
 

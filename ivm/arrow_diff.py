@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ivm import WEIGHT
-from lakehouse.sources.arrow_take import take_rows
+from ivm.arrow_take import take_rows
+from ivm.zset import WEIGHT
 
 
 def difference(new: pa.Table, old: pa.Table,
