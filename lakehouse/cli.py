@@ -40,15 +40,23 @@ def _load(path: Path) -> Config:
     try:
         return load_config(path)
     except LakehouseError as error:
-        console.print(f"[red]error:[/red] {error}")
+        _print_error(error)
         raise typer.Exit(2) from None
 
 
 def _fail(error: Exception) -> typer.Exit:
     if os.environ.get("LAKEHOUSE_DEBUG"):
         console.print(Traceback.from_exception(type(error), error, error.__traceback__))
-    console.print(f"[red]error:[/red] {error}")
+    _print_error(error)
     return typer.Exit(1)
+
+
+def _print_error(error: object) -> None:
+    """Print ``error: <message>``, the message as is.
+
+    Rich would read a ``[word]`` in it as markup and drop it.
+    """
+    console.print(Text.assemble(("error:", "red"), f" {error}"))
 
 
 @app.command()
@@ -98,8 +106,7 @@ def _metrics_address(metrics_listen: str) -> tuple[str, int] | None:
         return None
     host, _, port = metrics_listen.rpartition(":")
     if not port.isdigit() or not 0 <= int(port) < 65536:
-        console.print(f"[red]error:[/red] --metrics-listen: expected HOST:PORT, "
-                      f"got {metrics_listen!r}")
+        _print_error(f"--metrics-listen: expected HOST:PORT, got {metrics_listen!r}")
         raise typer.Exit(2)
     return host, int(port)
 
@@ -124,7 +131,7 @@ def _report(runtime: Runtime, view: ViewConfig, display: ProgressDisplay | None 
     try:
         result = runtime.refresh(view)
     except (LakehouseError, IvmError) as error:
-        console.print(f"[red]{datetime.now():%H:%M:%S} {error}[/red]")
+        console.print(Text(f"{datetime.now():%H:%M:%S} {error}", style="red"))
         return
     finally:
         if display is not None:
@@ -199,7 +206,8 @@ def explain(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
     try:
         view_config = settings.view(view)
         with Runtime(settings) as runtime:
-            console.print(explain_plan(runtime.plan(view_config)), highlight=False)
+            console.print(explain_plan(runtime.plan(view_config)), markup=False,
+                          highlight=False, soft_wrap=True)  # laws are in [brackets]
     except (LakehouseError, IvmError) as error:
         raise _fail(error) from None
 

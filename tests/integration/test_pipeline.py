@@ -8,6 +8,7 @@ reproduced by refreshing once with the Iceberg sink only.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -19,6 +20,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
+from ivm.laws import Law
 from lakehouse.cli import app
 from lakehouse.config import ViewConfig, parse_config
 from lakehouse.errors import ConfigError, RefreshError
@@ -314,6 +316,23 @@ def test_status_command_prints_each_view(config_file: Path) -> None:
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if "by_carrier" in line)
     assert "never" in row and "flights" in row  # not refreshed yet: both sources are behind
+
+
+def test_explain_command_prints_every_node_with_its_law(
+    config_file: Path, sources: tuple[str, Path]
+) -> None:
+    """Laws are printed in brackets, which Rich's markup would read as tags and drop."""
+    namespace, _ = sources
+    result = CliRunner().invoke(app, ["explain", f"{namespace}.by_carrier",
+                                      "--config", str(config_file)])
+    assert result.exit_code == 0, result.output
+    nodes = [line for line in result.output.splitlines() if line.lstrip().startswith("- ")]
+    laws = [re.match(r"\s*- .*? \[([^\]:]+)", line) for line in nodes]
+    assert nodes and all(laws), result.output  # every node names its law
+    named = {law.group(1) for law in laws if law}
+    assert named <= {law.value for law in Law}, result.output
+    assert named == {Law.CHANGE_FEED, Law.BILINEAR_JOIN, Law.AFFECTED_KEY_RECOMPUTE}, \
+        result.output
 
 
 def test_tick_of_an_unknown_view_names_the_views(
