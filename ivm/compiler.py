@@ -117,7 +117,7 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
     try:
         statements = sqlglot.parse(sql, dialect="spark")
     except ParseError as error:
-        raise SqlParseError(f"SQL does not parse: {error}", view=view, fragment=sql) from error
+        raise SqlParseError.of(error, sql, view) from error
     if len(statements) != 1 or statements[0] is None:
         raise SqlParseError("a view is exactly one SELECT statement", view=view, fragment=sql)
     for table in statements[0].find_all(exp.Table):
@@ -259,6 +259,6 @@ def referenced_sources(sql: str) -> frozenset[str]:
     try:
         statement = sqlglot.parse_one(sql, dialect="spark")
     except ParseError as error:
-        raise SqlParseError(f"SQL does not parse: {error}", fragment=sql) from error
+        raise SqlParseError.of(error, sql) from error
     return frozenset(t.name for t in statement.find_all(exp.Table)
                      if not _is_cte(statement, t.name))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlglot.errors import ParseError
+
 
 class IvmError(Exception):
     """Root of every error raised by :mod:`ivm`.
@@ -21,6 +23,18 @@ class IvmError(Exception):
 
 class SqlParseError(IvmError):
     """The view's SQL does not parse or does not resolve against the source schemas."""
+
+    @classmethod
+    def of(cls, error: ParseError, sql: str, view: str | None = None) -> SqlParseError:
+        """The error for sqlglot's ``error``: its first problem and where, in plain text.
+
+        sqlglot's own message underlines the spot with terminal escape codes.
+        """
+        first = error.errors[0] if error.errors else {}
+        where = (f" (line {first['line']}, column {first['col']})"
+                 if "line" in first and "col" in first else "")
+        problem = first.get("description") or str(error).splitlines()[0]
+        return cls(f"SQL does not parse: {problem}{where}", view=view, fragment=sql)
 
 
 class NotIncrementalError(IvmError):

@@ -10,8 +10,9 @@ from deltalake.exceptions import TableNotFoundError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 
-from ivm import referenced_sources
+from ivm import IvmError, referenced_sources
 from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
+from lakehouse.errors import SourceError
 from lakehouse.schema_guard import SchemaGuard
 from lakehouse.storage import delta_options
 from sinks.frontier import ENGINE_KEY, FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
@@ -47,7 +48,11 @@ class ViewStatus:
 
 
 def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
-    """The newest version of source ``name`` (None when missing or empty)."""
+    """The newest version of source ``name`` (None when it has none yet: an empty table).
+
+    Raises:
+        SourceError: The source's table does not exist.
+    """
     source = config.sources[name]
     try:
         if isinstance(source, DeltaSource):
@@ -58,18 +63,33 @@ def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
             return ref.snapshot_id if ref is not None else None
         return catalog.load_table(source.view).metadata.current_snapshot_id
     except (TableNotFoundError, NoSuchTableError):
-        return None
+        where = (source.delta if isinstance(source, DeltaSource)
+                 else source.iceberg if isinstance(source, IcebergSource) else source.view)
+        raise SourceError(f"its table is missing (sources.{name}: {where})",
+                          source=name) from None
 
 
 def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatus:
     """Read the freshness of ``view`` from its Iceberg table and its sources.
 
     Also checks the columns the view reads against its sources' current schemas
-    (:mod:`lakehouse.schema_guard`), from metadata only.
+    (:mod:`lakehouse.schema_guard`), from metadata only. A view whose SQL does not parse,
+    or one of whose sources is missing, is ``stopped`` with that reason.
     """
-    names = sorted(referenced_sources(view.sql) & set(config.sources))
-    versions = {name: source_version(config, catalog, name) for name in names}
-    current = {name: v for name, v in versions.items() if v is not None}
+    problems: list[str] = []
+    try:
+        names = sorted(referenced_sources(view.sql) & set(config.sources))
+    except IvmError as error:
+        names, problems = [], [str(error)]
+    current: dict[str, int] = {}
+    for name in names:
+        try:
+            version = source_version(config, catalog, name)
+        except SourceError as error:
+            problems.append(str(error))
+            continue
+        if version is not None:
+            current[name] = version
     summary: dict[str, str] = {}
     built: list[str] | None = None
     try:
@@ -87,7 +107,11 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     if behind:
         lag_s = time.time() - refreshed_at / 1000 if refreshed_at else None
     rows = int(summary["total-records"]) if "total-records" in summary else None
-    changes = SchemaGuard(config, catalog).changes(view, [frontier], built)
-    stopped = "; ".join(c.describe() for c in changes) or None
+    if problems:  # nothing to check the columns against
+        lag_s = time.time() - refreshed_at / 1000 if refreshed_at else None
+    else:
+        problems = [c.describe() for c in SchemaGuard(config, catalog).changes(
+            view, [frontier], built)]
+    stopped = "; ".join(problems) or None
     return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s, stopped,
                       summary.get(ENGINE_KEY))

@@ -318,6 +318,39 @@ def test_status_command_prints_each_view(config_file: Path) -> None:
     assert "never" in row and "flights" in row  # not refreshed yet: both sources are behind
 
 
+def test_status_names_a_missing_source_and_sql_that_does_not_parse(
+    catalog_server: CatalogServerHandle, sources: tuple[str, Path], tmp_path: Path
+) -> None:
+    """Neither is "fresh": each view is listed as stopped, with its reason, and no traceback."""
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg"])
+    data["sources"]["gone"] = {"iceberg": f"{namespace}.gone"}  # type: ignore[index]
+    data["views"] = [  # type: ignore[index]
+        {"name": f"{namespace}.reads_gone", "sql": "SELECT carrier FROM gone"},
+        {"name": f"{namespace}.bad_sql", "sql": "SELECT carrier FROM flights WHERE ("},
+        {"name": f"{namespace}.by_carrier", "sql": SQL}]
+    path = tmp_path / "lakehouse.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(app, ["status", "--config", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.exception is None, result.exception
+    lines = result.output.splitlines()
+    row = {view: next(line for line in lines if f"{view} " in line and "│" in line)
+           for view in ("reads_gone", "bad_sql", "by_carrier")}
+    assert "stopped" in row["reads_gone"] and "stopped" in row["bad_sql"], result.output
+    assert "fresh" not in row["reads_gone"], result.output
+    assert "stopped" not in row["by_carrier"], result.output
+    assert f"{namespace}.reads_gone stopped: source 'gone': its table is missing " \
+           f"(sources.gone: {namespace}.gone)" in result.output, result.output
+    assert f"{namespace}.bad_sql stopped: SQL does not parse" in result.output, result.output
+    for command in ("explain", "tick"):
+        for view in ("reads_gone", "bad_sql"):
+            failed = CliRunner().invoke(app, [command, f"{namespace}.{view}", "-c", str(path)])
+            assert failed.exit_code == 1 and isinstance(failed.exception, SystemExit), \
+                (command, view, failed.output, failed.exception)
+            assert failed.output.startswith("error: "), (command, view, failed.output)
+
+
 def test_explain_command_prints_every_node_with_its_law(
     config_file: Path, sources: tuple[str, Path]
 ) -> None:
