@@ -33,10 +33,10 @@ from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, projected
 from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_feed import arrow_change_feed, scan_tasks
-from lakehouse.sources.iceberg_files import changed_files
+from lakehouse.sources.iceberg_files import ChangedFiles, changed_files
 from lakehouse.sources.iceberg_keys import rows_for_keys
 from lakehouse.sources.iceberg_lineage import lineage
-from lakehouse.sources.iceberg_staged import staged_files
+from lakehouse.sources.iceberg_spark_feed import staged_change
 from lakehouse.sources.manifest_cache import ManifestCache
 from lakehouse.sources.row_counts import iceberg_row_count
 
@@ -236,15 +236,15 @@ class IcebergSourceReader:
         chain = lineage(table.metadata, old, new, source=self.name)
         at_new = _snapshot_schema(table, new)
         names = projected([f.name for f in at_new.fields], columns)
-        paths: set[str] | None = None
+        changed: ChangedFiles | None = None
         if chain.snapshots is None:
             log.warning("source %r: %s; comparing whole snapshots %s and %s (reads the table "
                         "twice)", self.name, chain.reason, old, new)
         else:
-            paths = changed_files(table.metadata, table.io, chain.snapshots,
-                                  self.manifests).paths
-            if not paths:
+            changed = changed_files(table.metadata, table.io, chain.snapshots, self.manifests)
+            if not changed.paths:
                 return self._empty(new, names)
+        paths = changed.paths if changed is not None else None
         if in_arrow and self.bridge is not None and not (_has_equality_deletes(table, old)
                                                          or _has_equality_deletes(table, new)):
             rows = arrow_change_feed(table, old, new, paths, at_new.select(*names), self.cache,
@@ -256,24 +256,21 @@ class IcebergSourceReader:
                 return frame.selectExpr(*_aligned(frame, self._spark_columns(new, names)),
                                         WEIGHT)
             return ChangeFeed(spark_rows, rows)
-        return self._spark_feed(old, new, paths, at_new.select(*names))
+        return self._spark_feed(old, new, changed, at_new.select(*names))
 
-    def _spark_feed(self, old: int, new: int, paths: set[str] | None, schema: Schema
+    def _spark_feed(self, old: int, new: int, changed: ChangedFiles | None, schema: Schema
                     ) -> ChangeFeed:
-        """The change computed by Spark: the files ``paths`` at ``new`` (+1) and ``old`` (-1).
+        """The change computed by Spark from the ``changed`` files (``staged_change``).
 
-        Both sides are read with the columns of ``schema`` (the snapshot ``new``'s, matched
-        by field id). Without ``paths`` (no lineage between the snapshots), both whole
-        snapshots.
+        Read with the columns of ``schema`` (the snapshot ``new``'s, matched by field id).
+        Without ``changed`` (no lineage between the snapshots), the whole snapshots.
         """
-        if paths is None:
+        if changed is None:
             at_new, at_old = self.snapshot(new), self.snapshot(old)
             columns = self._spark_columns(new, [f.name for f in schema.fields])
             return ChangeFeed.of(_difference(at_new, at_old, columns))
         names = {f.field_id: f.name for f in schema.fields}
-        with (staged_files(self.spark, self.table_name, new, paths, names) as at_new,
-              staged_files(self.spark, self.table_name, old, paths, names) as at_old):
-            rows = _difference(at_new, at_old, at_new.schema).localCheckpoint(eager=True)
+        rows = staged_change(self.spark, self.table_name, old, new, changed, names)
         return ChangeFeed.of(rows, checkpointed=True)
 
     def _spark_columns(self, version: int, names: Sequence[str]) -> StructType:

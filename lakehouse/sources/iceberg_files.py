@@ -17,7 +17,7 @@ snapshot of the range touches one of them, so a compaction costs no data read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -46,9 +46,27 @@ class ChangedFiles:
     Attributes:
         paths: Data file paths; every other file has the same rows at both snapshots
             (or, for replace snapshots left out, the same rows in total).
+        position_deletes: For data files that gained Parquet position delete files, those
+            delete files' paths.
+        rewritten: Data files of ``paths`` changed otherwise: added or removed, under an
+            equality delete, a delete file removed with no replacement added, a deletion
+            vector, or a replace snapshot's group.
+        delete_rows: The positions each delete file of ``position_deletes`` lists.
     """
 
     paths: set[str]
+    position_deletes: dict[str, set[str]] = field(default_factory=dict)
+    rewritten: set[str] = field(default_factory=set)
+    delete_rows: dict[str, int] = field(default_factory=dict)
+
+    def only_deleted(self) -> dict[str, set[str]]:
+        """The files whose only change is rows deleted by position, with the delete files.
+
+        Their change is the rows of the old snapshot at the deleted positions: no need to
+        compare the file at both snapshots.
+        """
+        return {path: deletes for path, deletes in self.position_deletes.items()
+                if path not in self.rewritten}
 
 
 def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot],
@@ -72,9 +90,14 @@ def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot]
         if _operation(snapshot) == Operation.REPLACE:
             groups.append({e.data_file.file_path for e in entries})
             continue
+        added: set[str] = set()
+        dropped: set[str] = set()
         for entry in entries:
-            _add_entry(result, metadata, io, snapshot, entry.data_file)
-    _close_over_replacements(result.paths, groups)
+            gained, lost = _add_entry(result, metadata, io, snapshot, entry)
+            added |= gained
+            dropped |= lost
+        result.rewritten |= dropped - added  # deletes removed without a merged replacement
+    result.rewritten |= _close_over_replacements(result.paths, groups)
     return result
 
 
@@ -99,17 +122,37 @@ def _own_entries(io: FileIO, snapshot: Snapshot, manifests: ManifestCache | None
 
 
 def _add_entry(result: ChangedFiles, metadata: TableMetadata, io: FileIO, snapshot: Snapshot,
-               data_file: DataFile) -> None:
-    """Add the data files whose rows one added or removed file changes."""
+               entry: ManifestEntry) -> tuple[set[str], set[str]]:
+    """Add the data files whose rows one added or removed file changes.
+
+    Returns:
+        The data files an added Parquet position delete file applies to, and those a
+        removed one applied to (else two empty sets). A writer that deletes more rows of
+        a file may replace the file's delete file by one listing the old positions too
+        (Iceberg's file-scoped deletes): the file then still only lost rows by position.
+    """
+    data_file = entry.data_file
     if data_file.content == DataFileContent.DATA:
-        result.paths.add(data_file.file_path)
+        changed = {data_file.file_path}
     elif data_file.content == DataFileContent.POSITION_DELETES:
-        result.paths.update(position_delete_targets(io, data_file))
+        changed = position_delete_targets(io, data_file)
+        result.paths |= changed
+        if entry.status != ManifestEntryStatus.ADDED:
+            return set(), changed
+        if data_file.file_format != FileFormat.PARQUET:  # a deletion vector
+            result.rewritten |= changed
+            return set(), set()
+        for path in changed:
+            result.position_deletes.setdefault(path, set()).add(data_file.file_path)
+        result.delete_rows[data_file.file_path] = data_file.record_count
+        return changed, set()
     else:  # equality deletes
         parent = (metadata.snapshot_by_id(snapshot.parent_snapshot_id)
                   if snapshot.parent_snapshot_id is not None else None)
-        if parent is not None:
-            result.paths.update(live_data_files(io, parent))
+        changed = live_data_files(io, parent) if parent is not None else set()
+    result.paths |= changed
+    result.rewritten |= changed
+    return set(), set()
 
 
 def position_delete_targets(io: FileIO, delete_file: DataFile) -> set[str]:
@@ -151,19 +194,25 @@ def live_data_files(io: FileIO, snapshot: Snapshot) -> set[str]:
     return paths
 
 
-def _close_over_replacements(paths: set[str], groups: list[set[str]]) -> None:
+def _close_over_replacements(paths: set[str], groups: list[set[str]]) -> set[str]:
     """Add every file of a replace group that shares a file with ``paths`` (to a fixpoint).
 
     A replace group left out contributes its old files' rows at the old snapshot and its
     new files' rows at the new one: equal, unless another snapshot changed one of its
     files, in which case the whole group must be read.
+
+    Returns:
+        The files of the groups added (each added or removed by its replace snapshot).
     """
     pending = list(groups)
+    added: set[str] = set()
     changed = True
     while changed:
         changed = False
         for group in list(pending):
             if group & paths:
                 paths |= group
+                added |= group
                 pending.remove(group)
                 changed = True
+    return added

@@ -18,14 +18,17 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["staged_files"]
+__all__ = ["POSITION_COLUMNS", "staged_files"]
+
+POSITION_COLUMNS = ("_file", "_pos")
+"""Iceberg's metadata columns of a row's data file and its position in the file."""
 
 _SCAN_TASK_SET_ID = "scan-task-set-id"  # org.apache.iceberg.spark.SparkReadOptions
 
 
 @contextmanager
 def staged_files(spark: SparkSession, table_name: str, version: int, paths: Collection[str],
-                 names: Mapping[int, str]) -> Iterator[DataFrame]:
+                 names: Mapping[int, str], positions: bool = False) -> Iterator[DataFrame]:
     """The live rows of the data files ``paths`` at snapshot ``version``, read by Spark.
 
     The files are staged while the context is open: materialize what reads the DataFrame
@@ -41,9 +44,13 @@ def staged_files(spark: SparkSession, table_name: str, version: int, paths: Coll
         names: The columns wanted, by Iceberg field id: each is read as the table's
             current column of that id (renamed since, perhaps) and named as given here;
             one the table no longer has is left out.
+        positions: Also read each row's data file and position in it, as the metadata
+            columns ``_file`` (string) and ``_pos`` (bigint) (Iceberg spec, "Reserved
+            Field IDs").
 
     Yields:
-        The files' rows, the columns of ``names`` the table has (no metadata column).
+        The files' rows, the columns of ``names`` the table has (and ``_file``, ``_pos``
+        when ``positions``).
     """
     jvm = spark._jvm
     assert jvm is not None, "a Spark session on a running JVM"
@@ -62,7 +69,7 @@ def staged_files(spark: SparkSession, table_name: str, version: int, paths: Coll
         found.close()
     current = {field.fieldId(): field.name() for field in table.schema().columns()}
     selected = [f"{_quoted(current[i])} AS {_quoted(name)}" for i, name in names.items()
-                if i in current]
+                if i in current] + (list(POSITION_COLUMNS) if positions else [])
     if tasks.isEmpty():  # none of the files is live at ``version``
         yield spark.table(table_name).limit(0).selectExpr(*selected)
         return

@@ -45,7 +45,7 @@ from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.delta import DeltaSourceReader
 from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.sources.iceberg_feed import ArrowChangeFeed, arrow_change_feed, scan_tasks
-from lakehouse.sources.iceberg_files import changed_files
+from lakehouse.sources.iceberg_files import ChangedFiles, changed_files
 from lakehouse.sources.iceberg_lineage import lineage
 from lakehouse.sources.iceberg_positions import position_changes
 from lakehouse.sources.manifest_cache import ManifestCache
@@ -341,6 +341,13 @@ def _arrow_feed(reader: IcebergSourceReader, old: int, new: int) -> ArrowChangeF
                              table.schema())
 
 
+def _changed(reader: IcebergSourceReader, old: int, new: int) -> ChangedFiles:
+    table = reader._table()
+    chain = lineage(table.metadata, old, new, source=reader.name).snapshots
+    assert chain is not None
+    return changed_files(table.metadata, table.io, chain)
+
+
 def _data_files(reader: IcebergSourceReader) -> list[str]:
     return sorted(t.file.file_path for t in reader._table().scan().plan_files())
 
@@ -375,6 +382,10 @@ def test_iceberg_merge_on_read_reads_only_deleted_positions(spark, iceberg, rest
         feed = _arrow_feed(reader, old, new)
         assert feed.by_position == [data_file] and data_file not in feed.whole
     assert _arrow_feed(reader, versions[0], versions[-1]).by_position == [data_file]
+    for old, new in zip(versions, versions[1:], strict=False):  # Spark reads it once, too
+        changed = _changed(reader, old, new)
+        assert changed.only_deleted().keys() == {data_file}, (old, new, changed)
+        assert changed.rewritten == changed.paths - {data_file}  # the UPDATE's new file
     # Backwards, the deleted positions are restored: the same rows with weight +1.
     iceberg_table = reader._table()
     pair = [(scan_tasks(iceberg_table, versions[1])[data_file],
