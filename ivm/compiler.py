@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
@@ -116,7 +116,7 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
     """
     try:
         statements = sqlglot.parse(sql, dialect="spark")
-    except ParseError as error:
+    except SqlglotError as error:  # ParseError, or TokenError (an unterminated string)
         raise SqlParseError.of(error, sql, view) from error
     if len(statements) != 1 or statements[0] is None:
         raise SqlParseError("a view is exactly one SELECT statement", view=view, fragment=sql)
@@ -258,7 +258,7 @@ def referenced_sources(sql: str) -> frozenset[str]:
     """
     try:
         statement = sqlglot.parse_one(sql, dialect="spark")
-    except ParseError as error:
+    except SqlglotError as error:  # ParseError, or TokenError (an unterminated string)
         raise SqlParseError.of(error, sql) from error
     return frozenset(t.name for t in statement.find_all(exp.Table)
                      if not _is_cte(statement, t.name))

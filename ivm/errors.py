@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlglot.errors import ParseError
+from sqlglot.errors import SqlglotError
 
 
 class IvmError(Exception):
@@ -25,12 +25,13 @@ class SqlParseError(IvmError):
     """The view's SQL does not parse or does not resolve against the source schemas."""
 
     @classmethod
-    def of(cls, error: ParseError, sql: str, view: str | None = None) -> SqlParseError:
+    def of(cls, error: SqlglotError, sql: str, view: str | None = None) -> SqlParseError:
         """The error for sqlglot's ``error``: its first problem and where, in plain text.
 
         sqlglot's own message underlines the spot with terminal escape codes.
         """
-        first = error.errors[0] if error.errors else {}
+        errors = getattr(error, "errors", None) or [{}]  # a TokenError has none
+        first = errors[0]
         where = (f" (line {first['line']}, column {first['col']})"
                  if "line" in first and "col" in first else "")
         problem = first.get("description") or str(error).splitlines()[0]

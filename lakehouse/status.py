@@ -11,7 +11,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 
 from ivm import IvmError, referenced_sources
-from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig
+from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig, ViewSource
 from lakehouse.errors import SourceError
 from lakehouse.schema_guard import SchemaGuard
 from lakehouse.storage import delta_options
@@ -51,7 +51,8 @@ def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
     """The newest version of source ``name`` (None when it has none yet: an empty table).
 
     Raises:
-        SourceError: The source's table does not exist.
+        SourceError: The source's table does not exist (an upstream view of this config
+            not built yet is no error: None).
     """
     source = config.sources[name]
     try:
@@ -63,6 +64,8 @@ def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
             return ref.snapshot_id if ref is not None else None
         return catalog.load_table(source.view).metadata.current_snapshot_id
     except (TableNotFoundError, NoSuchTableError):
+        if isinstance(source, ViewSource) and any(v.name == source.view for v in config.views):
+            return None  # an upstream view not built yet: ``run`` builds it first
         where = (source.delta if isinstance(source, DeltaSource)
                  else source.iceberg if isinstance(source, IcebergSource) else source.view)
         raise SourceError(f"its table is missing (sources.{name}: {where})",
@@ -78,9 +81,12 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     """
     problems: list[str] = []
     try:
-        names = sorted(referenced_sources(view.sql) & set(config.sources))
+        referenced = referenced_sources(view.sql)
     except IvmError as error:
-        names, problems = [], [str(error)]
+        referenced, problems = frozenset(), [str(error)]
+    names = sorted(referenced & set(config.sources))
+    problems += [f"it reads {name!r}, which is not among the sources"
+                 for name in sorted(referenced - set(config.sources))]
     current: dict[str, int] = {}
     for name in names:
         try:

@@ -325,21 +325,28 @@ def test_status_names_a_missing_source_and_sql_that_does_not_parse(
     namespace, airlines = sources
     data = _config_data(catalog_server, namespace, airlines, ["iceberg"])
     data["sources"]["gone"] = {"iceberg": f"{namespace}.gone"}  # type: ignore[index]
+    data["sources"]["up"] = {"view": f"{namespace}.by_carrier"}  # type: ignore[index]
     data["views"] = [  # type: ignore[index]
         {"name": f"{namespace}.reads_gone", "sql": "SELECT carrier FROM gone"},
         {"name": f"{namespace}.bad_sql", "sql": "SELECT carrier FROM flights WHERE ("},
-        {"name": f"{namespace}.by_carrier", "sql": SQL}]
+        {"name": f"{namespace}.unterminated", "sql": "SELECT 'abc FROM flights"},
+        {"name": f"{namespace}.typo", "sql": "SELECT carrier FROM flighst"},
+        {"name": f"{namespace}.by_carrier", "sql": SQL},
+        {"name": f"{namespace}.downstream", "sql": "SELECT carrier FROM up"}]
     path = tmp_path / "lakehouse.yaml"
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(app, ["status", "--config", str(path)])
     assert result.exit_code == 0, result.output
     assert result.exception is None, result.exception
     lines = result.output.splitlines()
+    stopped = ("reads_gone", "bad_sql", "unterminated", "typo")
     row = {view: next(line for line in lines if f"{view} " in line and "│" in line)
-           for view in ("reads_gone", "bad_sql", "by_carrier")}
-    assert "stopped" in row["reads_gone"] and "stopped" in row["bad_sql"], result.output
-    assert "fresh" not in row["reads_gone"], result.output
-    assert "stopped" not in row["by_carrier"], result.output
+           for view in (*stopped, "by_carrier", "downstream")}
+    assert all("stopped" in row[view] and "fresh" not in row[view] for view in stopped), \
+        result.output
+    assert "stopped" not in row["by_carrier"] + row["downstream"], result.output  # not built
+    assert f"{namespace}.typo stopped: it reads 'flighst', which is not among the sources" \
+        in result.output, result.output
     assert f"{namespace}.reads_gone stopped: source 'gone': its table is missing " \
            f"(sources.gone: {namespace}.gone)" in result.output, result.output
     assert f"{namespace}.bad_sql stopped: SQL does not parse" in result.output, result.output
