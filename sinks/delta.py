@@ -163,8 +163,11 @@ class DeltaSink:
 
     def _latest_version(self) -> int | None:
         """The table's latest version, read from its log with delta-rs (no Spark job)."""
-        table = self._table()
-        return table.version() if table is not None else None
+        try:
+            return DeltaTable(self.uri, storage_options=self.storage_options,
+                              without_files=True).version()
+        except TableNotFoundError:
+            return None
 
     def _session(self) -> SparkSession:
         if self.spark is None:

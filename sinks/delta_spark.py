@@ -75,7 +75,8 @@ def apply(spark: SparkSession, uri: str, base_version: int | None, delta: DataFr
         spark: The session.
         uri: The table's path or URI.
         base_version: The table version the refresh read (None: the table does not exist).
-        delta: The view delta.
+        delta: The view delta, deterministic (checkpointed): the ``MERGE`` reads its
+            source twice without materializing it (``merge.materializeSource`` none).
         key: The view's unique key, or None when rows have multiplicities.
         commit: What the commit carries.
         latest_version: Reads the table's latest version from its log (on the driver,

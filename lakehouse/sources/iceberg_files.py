@@ -52,12 +52,17 @@ class ChangedFiles:
             equality delete, a delete file removed with no replacement added, a deletion
             vector, or a replace snapshot's group.
         delete_rows: The positions each delete file of ``position_deletes`` lists.
+        replaced_deletes: For data files whose Parquet delete file a snapshot removed
+            while adding another one for them (file-scoped deletes merge the old positions
+            into the new file), the removed delete files: the file only lost rows if the
+            added files list every position the removed ones did.
     """
 
     paths: set[str]
     position_deletes: dict[str, set[str]] = field(default_factory=dict)
     rewritten: set[str] = field(default_factory=set)
     delete_rows: dict[str, int] = field(default_factory=dict)
+    replaced_deletes: dict[str, set[str]] = field(default_factory=dict)
 
     def only_deleted(self) -> dict[str, set[str]]:
         """The files whose only change is rows deleted by position, with the delete files.
@@ -91,12 +96,17 @@ def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot]
             groups.append({e.data_file.file_path for e in entries})
             continue
         added: set[str] = set()
-        dropped: set[str] = set()
+        removed: dict[str, set[str]] = {}
         for entry in entries:
             gained, lost = _add_entry(result, metadata, io, snapshot, entry)
             added |= gained
-            dropped |= lost
-        result.rewritten |= dropped - added  # deletes removed without a merged replacement
+            for path in lost:
+                removed.setdefault(path, set()).add(entry.data_file.file_path)
+        for path, deletes in removed.items():
+            if path in added:  # a merged replacement, to be checked by whoever reads it
+                result.replaced_deletes.setdefault(path, set()).update(deletes)
+            else:
+                result.rewritten.add(path)
     result.rewritten |= _close_over_replacements(result.paths, groups)
     return result
 
@@ -127,9 +137,9 @@ def _add_entry(result: ChangedFiles, metadata: TableMetadata, io: FileIO, snapsh
 
     Returns:
         The data files an added Parquet position delete file applies to, and those a
-        removed one applied to (else two empty sets). A writer that deletes more rows of
-        a file may replace the file's delete file by one listing the old positions too
-        (Iceberg's file-scoped deletes): the file then still only lost rows by position.
+        removed Parquet one applied to (else two empty sets). A writer that deletes more
+        rows of a file may replace the file's delete file by one listing the old positions
+        too (Iceberg's file-scoped deletes): the file then still only lost rows by position.
     """
     data_file = entry.data_file
     if data_file.content == DataFileContent.DATA:
@@ -137,11 +147,11 @@ def _add_entry(result: ChangedFiles, metadata: TableMetadata, io: FileIO, snapsh
     elif data_file.content == DataFileContent.POSITION_DELETES:
         changed = position_delete_targets(io, data_file)
         result.paths |= changed
-        if entry.status != ManifestEntryStatus.ADDED:
-            return set(), changed
         if data_file.file_format != FileFormat.PARQUET:  # a deletion vector
             result.rewritten |= changed
             return set(), set()
+        if entry.status != ManifestEntryStatus.ADDED:
+            return set(), changed
         for path in changed:
             result.position_deletes.setdefault(path, set()).add(data_file.file_path)
         result.delete_rows[data_file.file_path] = data_file.record_count

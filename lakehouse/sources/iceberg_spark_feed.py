@@ -8,6 +8,9 @@ metadata (:mod:`lakehouse.sources.iceberg_files`) and the executors read them
   once, at the old snapshot, with each row's position; its change is the rows at the
   positions the new delete files list (weight -1), found by a join with those delete
   files (read by the executors too). Nothing is compared or shuffled but the deleted rows.
+  A delete file the range removed must have its positions in the file that replaced it
+  (checked by the executors); else, as when a wanted column is named ``_file`` or
+  ``_pos``, the file is compared as below.
 - Any other changed file (added, removed, under an equality delete, compacted) is read at
   both snapshots, +1 at the new and -1 at the old, and equal rows cancel.
 
@@ -16,7 +19,8 @@ Both parts are consolidated together in one aggregation.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import re
+from collections.abc import Mapping
 from contextlib import ExitStack
 from functools import reduce
 
@@ -25,15 +29,17 @@ from pyspark.sql import functions as F
 
 from ivm import consolidate, with_weight
 from lakehouse.sources.iceberg_files import ChangedFiles
-from lakehouse.sources.iceberg_staged import staged_files
+from lakehouse.sources.iceberg_staged import POSITION_COLUMNS, staged_files
 
-__all__ = ["BROADCAST_MAX_POSITIONS", "staged_change"]
+__all__ = ["BROADCAST_MAX_BYTES", "staged_change"]
 
-BROADCAST_MAX_POSITIONS = 2_000_000
-"""Most deleted positions sent whole to every executor to find the deleted rows; more are
-joined by a shuffle (of the files' rows too)."""
+BROADCAST_MAX_BYTES = 64 << 20
+"""Most bytes of deleted positions (path and position each) sent whole to every executor
+to find the deleted rows; more are joined by a shuffle (of the files' rows too)."""
 
 _FILE, _POS = "__delete_file_path", "__delete_pos"
+_GLOB = re.compile(r"[\[\]{}*?\\]")
+"""Characters Hadoop reads as a glob in a path given to ``spark.read``."""
 
 
 def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
@@ -52,7 +58,7 @@ def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
         A consolidated Z-set: the columns of ``names`` plus ``_weight`` (bigint),
         materialized on the executors (``localCheckpoint``) while the files are staged.
     """
-    deleted = changed.only_deleted()
+    deleted = _read_once(spark, changed, names)
     compared = changed.paths - deleted.keys()
     with ExitStack() as staged:
         parts = []
@@ -67,24 +73,67 @@ def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
         return consolidate(reduce(DataFrame.unionByName, parts)).localCheckpoint(eager=True)
 
 
-def _at_positions(spark: SparkSession, rows: DataFrame, deleted: Mapping[str, set[str]],
-                  changed: ChangedFiles) -> DataFrame:
-    """The ``rows`` (with ``_file``, ``_pos``) at the positions their delete files list.
+def _read_once(spark: SparkSession, changed: ChangedFiles, names: Mapping[int, str]
+               ) -> dict[str, set[str]]:
+    """The files to read once (only rows deleted by position), with their new delete files.
+
+    None when a wanted column is named like a metadata column (``_file``, ``_pos``), none
+    whose delete files Hadoop would read as a glob, and none whose removed delete file
+    lists a position its replacement does not (rows restored), which the executors check.
+    """
+    if set(names.values()) & set(POSITION_COLUMNS):
+        return {}
+    deleted = {path: deletes for path, deletes in changed.only_deleted().items()
+               if not any(_GLOB.search(d) for d in deletes | changed.replaced_deletes.get(
+                   path, set()))}
+    replaced = {path: changed.replaced_deletes[path] for path in deleted
+                if path in changed.replaced_deletes}
+    if replaced:
+        for path in _restoring(spark, replaced, {p: deleted[p] for p in replaced}):
+            del deleted[path]
+    return deleted
+
+
+def _restoring(spark: SparkSession, removed: Mapping[str, set[str]],
+               added: Mapping[str, set[str]]) -> set[str]:
+    """The data files some removed delete file lists a position of that no added one does.
+
+    Returns:
+        Data file paths (a short list, collected from the executors).
+    """
+    lost = _positions_of(spark, removed)
+    kept = _positions_of(spark, added)
+    missing = lost.join(kept, [_FILE, _POS], "left_anti").select(_FILE).distinct()
+    return {row[0] for row in missing.collect()}
+
+
+def _positions_of(spark: SparkSession, deletes: Mapping[str, set[str]]) -> DataFrame:
+    """The positions (``_FILE``, ``_POS``) the delete files list for the data files named.
 
     Position delete files are Parquet files of ``file_path`` (string) and ``pos`` (long)
     (Iceberg spec, "Position Delete Files"); one may list positions of other files too.
     """
-    delete_files = sorted(set().union(*deleted.values()))
-    positions = (spark.read.parquet(*delete_files)
-                 .select(F.col("file_path").alias(_FILE), F.col("pos").alias(_POS))
-                 .where(F.col(_FILE).isin(list(deleted))))
-    if _positions(changed, delete_files) <= BROADCAST_MAX_POSITIONS:
+    files = sorted(set().union(*deletes.values()))
+    return (spark.read.parquet(*files)
+            .select(F.col("file_path").alias(_FILE), F.col("pos").alias(_POS))
+            .where(F.col(_FILE).isin(list(deletes))))
+
+
+def _at_positions(spark: SparkSession, rows: DataFrame, deleted: Mapping[str, set[str]],
+                  changed: ChangedFiles) -> DataFrame:
+    """The ``rows`` (with ``_file``, ``_pos``) at the positions their delete files list."""
+    positions = _positions_of(spark, deleted)
+    if _position_bytes(changed, deleted) <= BROADCAST_MAX_BYTES:
         positions = F.broadcast(positions)
     at = (rows["_file"] == positions[_FILE]) & (rows["_pos"] == positions[_POS])
     return rows.join(positions, at, "left_semi").drop("_file", "_pos")
 
 
-def _positions(changed: ChangedFiles, delete_files: Collection[str]) -> int:
-    """How many positions the delete files list in all (from their manifests' counts)."""
-    return sum(changed.delete_rows.get(path, BROADCAST_MAX_POSITIONS + 1)
-               for path in delete_files)
+def _position_bytes(changed: ChangedFiles, deleted: Mapping[str, set[str]]) -> int:
+    """About how many bytes the positions take, from the delete files' manifest counts.
+
+    Each position counts as the longest data file path and 16 bytes.
+    """
+    files: set[str] = set().union(*deleted.values())
+    rows = sum(changed.delete_rows.get(path, BROADCAST_MAX_BYTES) for path in files)
+    return rows * (max(map(len, deleted), default=0) + 16)

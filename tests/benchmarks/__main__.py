@@ -95,7 +95,7 @@ def main() -> None:
                              "pipeline's own (local[2])")
     parser.add_argument("--cluster", type=_cluster, default=None, metavar="WxCxMEM",
                         help="TPC-H: start a standalone cluster of W workers of C cores and MEM "
-                             "memory each (e.g. 2x1x8g) for the run; sets --master")
+                             "memory each (e.g. 2x1x8g) for the run; replaces --master")
     parser.add_argument("--driver-memory", default="8g",
                         help="TPC-H: spark.driver.memory (e.g. 2g)")
     parser.add_argument("--spark-conf", type=_conf, action="append", default=[],
@@ -138,7 +138,7 @@ def _cluster(text: str) -> tuple[int, int, str]:
 @contextmanager
 def _cluster_of(args: argparse.Namespace) -> Iterator[None]:
     """Start the ``--cluster`` asked for (its master becomes ``args.master``), stop it after."""
-    if args.cluster is None:
+    if args.cluster is None or args.report_only or "tpch" not in args.parts.split(","):
         yield
         return
     from tests.benchmarks.common import WORK

@@ -382,10 +382,13 @@ def test_iceberg_merge_on_read_reads_only_deleted_positions(spark, iceberg, rest
         feed = _arrow_feed(reader, old, new)
         assert feed.by_position == [data_file] and data_file not in feed.whole
     assert _arrow_feed(reader, versions[0], versions[-1]).by_position == [data_file]
+    replaced = []
     for old, new in zip(versions, versions[1:], strict=False):  # Spark reads it once, too
         changed = _changed(reader, old, new)
         assert changed.only_deleted().keys() == {data_file}, (old, new, changed)
         assert changed.rewritten == changed.paths - {data_file}  # the UPDATE's new file
+        replaced.append(bool(changed.replaced_deletes))
+    assert any(replaced)  # Iceberg merged an older delete file into a new one: checked, kept
     # Backwards, the deleted positions are restored: the same rows with weight +1.
     iceberg_table = reader._table()
     pair = [(scan_tasks(iceberg_table, versions[1])[data_file],
