@@ -56,6 +56,7 @@ class ChangedFiles:
             while adding another one for them (file-scoped deletes merge the old positions
             into the new file), the removed delete files: the file only lost rows if the
             added files list every position the removed ones did.
+        removed_deletes: The Parquet delete files the snapshots removed.
     """
 
     paths: set[str]
@@ -63,15 +64,18 @@ class ChangedFiles:
     rewritten: set[str] = field(default_factory=set)
     delete_rows: dict[str, int] = field(default_factory=dict)
     replaced_deletes: dict[str, set[str]] = field(default_factory=dict)
+    removed_deletes: set[str] = field(default_factory=set)
 
     def only_deleted(self) -> dict[str, set[str]]:
-        """The files whose only change is rows deleted by position, with the delete files.
+        """The files whose only change is rows deleted by position, with their delete files.
 
-        Their change is the rows of the old snapshot at the deleted positions: no need to
-        compare the file at both snapshots.
+        The delete files are those added in the range and still live at its end (a file
+        left with none is compared instead). A file's change is the rows of the old
+        snapshot at those positions: no need to compare it at both snapshots.
         """
-        return {path: deletes for path, deletes in self.position_deletes.items()
-                if path not in self.rewritten}
+        found = {path: deletes - self.removed_deletes
+                 for path, deletes in self.position_deletes.items() if path not in self.rewritten}
+        return {path: deletes for path, deletes in found.items() if deletes}
 
 
 def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot],
@@ -102,6 +106,7 @@ def changed_files(metadata: TableMetadata, io: FileIO, snapshots: list[Snapshot]
             added |= gained
             for path in lost:
                 removed.setdefault(path, set()).add(entry.data_file.file_path)
+                result.removed_deletes.add(entry.data_file.file_path)
         for path, deletes in removed.items():
             if path in added:  # a merged replacement, to be checked by whoever reads it
                 result.replaced_deletes.setdefault(path, set()).update(deletes)
