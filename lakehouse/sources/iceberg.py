@@ -256,10 +256,11 @@ class IcebergSourceReader:
                 return frame.selectExpr(*_aligned(frame, self._spark_columns(new, names)),
                                         WEIGHT)
             return ChangeFeed(spark_rows, rows)
-        return self._spark_feed(old, new, changed, at_new.select(*names))
+        return self._spark_feed(old, new, changed, at_new.select(*names),
+                                table.schema().column_names)
 
-    def _spark_feed(self, old: int, new: int, changed: ChangedFiles | None, schema: Schema
-                    ) -> ChangeFeed:
+    def _spark_feed(self, old: int, new: int, changed: ChangedFiles | None, schema: Schema,
+                    table_columns: Collection[str]) -> ChangeFeed:
         """The change computed by Spark from the ``changed`` files (``staged_change``).
 
         Read with the columns of ``schema`` (the snapshot ``new``'s, matched by field id).
@@ -270,7 +271,8 @@ class IcebergSourceReader:
             columns = self._spark_columns(new, [f.name for f in schema.fields])
             return ChangeFeed.of(_difference(at_new, at_old, columns))
         names = {f.field_id: f.name for f in schema.fields}
-        rows = staged_change(self.spark, self.table_name, old, new, changed, names)
+        rows = staged_change(self.spark, self.table_name, old, new, changed, names,
+                             table_columns)
         return ChangeFeed.of(rows, checkpointed=True)
 
     def _spark_columns(self, version: int, names: Sequence[str]) -> StructType:

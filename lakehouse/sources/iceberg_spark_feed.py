@@ -20,7 +20,7 @@ Both parts are consolidated together in one aggregation.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextlib import ExitStack
 from functools import reduce
 
@@ -43,7 +43,8 @@ _GLOB = re.compile(r"[\[\]{}*?\\]")
 
 
 def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
-                  changed: ChangedFiles, names: Mapping[int, str]) -> DataFrame:
+                  changed: ChangedFiles, names: Mapping[int, str],
+                  table_columns: Collection[str]) -> DataFrame:
     """The rows ``changed`` gained and lost from snapshot ``old`` to ``new``, checkpointed.
 
     Args:
@@ -53,12 +54,14 @@ def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
         new: The snapshot it ends at.
         changed: The changed data files (:func:`lakehouse.sources.iceberg_files.changed_files`).
         names: The columns wanted, by Iceberg field id, named as at ``new``.
+        table_columns: The table's current column names: one named ``_file`` or ``_pos``
+            would hide Iceberg's metadata column of that name.
 
     Returns:
         A consolidated Z-set: the columns of ``names`` plus ``_weight`` (bigint),
         materialized on the executors (``localCheckpoint``) while the files are staged.
     """
-    deleted = _read_once(spark, changed, names)
+    deleted = _read_once(spark, changed, {*names.values(), *table_columns})
     compared = changed.paths - deleted.keys()
     with ExitStack() as staged:
         parts = []
@@ -73,15 +76,15 @@ def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
         return consolidate(reduce(DataFrame.unionByName, parts)).localCheckpoint(eager=True)
 
 
-def _read_once(spark: SparkSession, changed: ChangedFiles, names: Mapping[int, str]
+def _read_once(spark: SparkSession, changed: ChangedFiles, columns: Collection[str]
                ) -> dict[str, set[str]]:
     """The files to read once (only rows deleted by position), with their new delete files.
 
-    None when a wanted column is named like a metadata column (``_file``, ``_pos``), none
-    whose delete files Hadoop would read as a glob, and none whose removed delete file
+    None when one of ``columns`` is named like a metadata column (``_file``, ``_pos``),
+    none whose delete files Hadoop would read as a glob, and none whose removed delete file
     lists a position its replacement does not (rows restored), which the executors check.
     """
-    if set(names.values()) & set(POSITION_COLUMNS):
+    if set(columns) & set(POSITION_COLUMNS):
         return {}
     deleted = {path: deletes for path, deletes in changed.only_deleted().items()
                if not any(_GLOB.search(d) for d in deletes | changed.replaced_deletes.get(

@@ -714,4 +714,3 @@ def test_iceberg_rows_for_join_keys_decline_keys_pyiceberg_cannot_filter(spark, 
     assert reader.arrow_rows(version, ["id", "v"], keys, max_rows=10) is None
     nan = {"v": KeyValues(float("nan"), float("nan"), (float("nan"),))}
     assert reader.arrow_rows(version, ["v"], nan, max_rows=10) is None
-
