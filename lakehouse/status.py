@@ -77,7 +77,8 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
 
     Also checks the columns the view reads against its sources' current schemas
     (:mod:`lakehouse.schema_guard`), from metadata only. A view whose SQL does not parse,
-    or one of whose sources is missing, is ``stopped`` with that reason.
+    reads a table the config does not declare, or one of whose sources is missing, is
+    ``stopped`` with that reason.
     """
     problems: list[str] = []
     try:
