@@ -91,23 +91,21 @@ def _read_once(spark: SparkSession, changed: ChangedFiles, columns: Collection[s
                    path, set()))}
     replaced = {path: changed.replaced_deletes[path] for path in deleted
                 if path in changed.replaced_deletes}
-    if replaced:
-        for path in _restoring(spark, replaced, {p: deleted[p] for p in replaced}):
+    if replaced and _restores(spark, replaced, {p: deleted[p] for p in replaced}):
+        for path in replaced:  # compared at both snapshots instead
             del deleted[path]
     return deleted
 
 
-def _restoring(spark: SparkSession, removed: Mapping[str, set[str]],
-               added: Mapping[str, set[str]]) -> set[str]:
-    """The data files some removed delete file lists a position of that no added one does.
+def _restores(spark: SparkSession, removed: Mapping[str, set[str]],
+              added: Mapping[str, set[str]]) -> bool:
+    """Whether a removed delete file lists a position no added one does (for its file).
 
-    Returns:
-        Data file paths (a short list, collected from the executors).
+    One Spark job on the delete files; only its answer reaches the driver.
     """
     lost = _positions_of(spark, removed)
     kept = _positions_of(spark, added)
-    missing = lost.join(kept, [_FILE, _POS], "left_anti").select(_FILE).distinct()
-    return {row[0] for row in missing.collect()}
+    return not lost.join(kept, [_FILE, _POS], "left_anti").isEmpty()
 
 
 def _positions_of(spark: SparkSession, deletes: Mapping[str, set[str]]) -> DataFrame:
