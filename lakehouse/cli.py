@@ -1,12 +1,14 @@
-"""``lakehouse``: run, tick, status, explain, serve, demo and jars."""
+"""``lakehouse``: run, refresh, suspend, resume, history, status, explain, serve, demo, jars."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -18,13 +20,14 @@ from rich.text import Text
 from rich.traceback import Traceback
 
 from lakehouse.config import Config, ViewConfig, load_config
-from lakehouse.errors import LakehouseError
+from lakehouse.errors import ConfigError, LakehouseError
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
     from lakehouse.progress_display import ProgressDisplay
     from lakehouse.runtime import Runtime
+    from lakehouse.status import ViewStatus
 
 app = typer.Typer(
     help="Keep SQL views over Iceberg and Delta tables fresh, incrementally.",
@@ -112,10 +115,17 @@ def _metrics_address(metrics_listen: str) -> tuple[str, int] | None:
 
 
 @contextmanager
-def _progress(runtime: Runtime) -> Iterator[ProgressDisplay]:
-    """Show the phases of the refreshes run in the block (a bar; lines for backfills)."""
+def _progress(runtime: Runtime, quiet: bool = False) -> Iterator[ProgressDisplay | None]:
+    """Show the phases of the refreshes run in the block (a bar; lines for backfills).
+
+    ``quiet`` shows nothing (stdout carries JSON).
+    """
     from lakehouse.progress import reporting
     from lakehouse.progress_display import ProgressDisplay
+
+    if quiet:
+        yield None
+        return
 
     phases = {view.name: 2 + len(view.sinks) for view in runtime.config.views}
     def context() -> SparkContext | None:  # no task counts before a tick starts Spark
@@ -143,40 +153,143 @@ def _report(runtime: Runtime, view: ViewConfig, display: ProgressDisplay | None 
                       f"in, {result.rows_out} rows out{reason}", markup=False)
 
 
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for orchestrators).")]
+
+
 @app.command()
-def tick(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
-    """Refresh one view now."""
+def refresh(
+    view: str,
+    config: ConfigOption = Path("lakehouse.yaml"),
+    full: Annotated[bool, typer.Option(
+        "--full", help="Recompute the view and swap its content in one commit per sink.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Refresh one view now (after the views it reads), even a suspended one."""
     from ivm import IvmError
     from lakehouse.runtime import Runtime
 
     settings = _load(config)
     try:
         view_config = settings.view(view)
-        with Runtime(settings) as runtime, _progress(runtime):
-            result = runtime.refresh(view_config)
+        with Runtime(settings) as runtime, _progress(runtime, quiet=as_json):
+            result = runtime.refresh(view_config, full=full, manual=True)
+            suspended = runtime.suspended().get(view_config.name)
     except (LakehouseError, IvmError) as error:
         raise _fail(error) from None
+    if as_json:
+        print(json.dumps({**asdict(result), "suspended_since": suspended}))
+        return
+    reason = f" ({result.reason})" if result.reason else ""
     console.print(f"{result.view}: {result.mode} in {result.duration_s:.2f} s; "
-                  f"frontier {result.frontier}", markup=False)
+                  f"frontier {result.frontier}{reason}", markup=False)
     if result.mode != "skipped":
         console.print(f"engine: {result.engine} ({result.engine_reason})", markup=False)
+    if suspended:
+        console.print(f"{result.view} stays suspended (since {suspended}): "
+                      f"lakehouse resume {result.view}", markup=False)
+
+
+@app.command(hidden=True)
+def tick(view: str, config: ConfigOption = Path("lakehouse.yaml"),
+         as_json: JsonOption = False) -> None:
+    """Refresh one view now: ``lakehouse refresh VIEW``, by its former name."""
+    refresh(view, config, full=False, as_json=as_json)
 
 
 @app.command()
-def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
-    """Show each view's frontier, last refresh (and its engine), lag, rows, and why it stopped."""
+def suspend(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
+    """Stop refreshing a view on its schedule (persisted; ``resume`` undoes it)."""
+    _set_suspended(view, config, suspended=True)
+
+
+@app.command()
+def resume(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
+    """Refresh a suspended view on its schedule again."""
+    _set_suspended(view, config, suspended=False)
+
+
+def _set_suspended(view: str, config: Path, *, suspended: bool) -> None:
+    """Record ``view`` as (no longer) suspended in the history table's properties."""
     from lakehouse.catalog_client import open_catalog
-    from lakehouse.status import view_status
+    from lakehouse.history import RefreshHistory
 
     settings = _load(config)
-    table = Table("view", "frontier", "last refresh", "engine", "lag", "rows", "behind",
-                  "state")
-    stopped: list[Text] = []
     try:
+        name = settings.view(view).name
+        if settings.history_table is None:
+            raise ConfigError("null: views are suspended in the history table's properties",
+                              key="history_table")
         with open_catalog(settings) as catalog:
-            states = [view_status(settings, catalog, view) for view in settings.views]
+            history = RefreshHistory(catalog, settings.history_table)
+            if suspended:
+                history.suspend(name)
+            else:
+                history.resume(name)
     except LakehouseError as error:
         raise _fail(error) from None
+    console.print(f"{name}: {'suspended' if suspended else 'resumed'}", markup=False)
+
+
+@app.command()
+def history(
+    view: Annotated[str | None, typer.Argument(help="Only this view's refreshes.")] = None,
+    config: ConfigOption = Path("lakehouse.yaml"),
+    limit: Annotated[int, typer.Option(min=1, help="Newest refreshes shown.")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the recorded refreshes, newest first (the history table in the catalog)."""
+    from lakehouse.catalog_client import open_catalog
+    from lakehouse.history import RefreshHistory
+
+    settings = _load(config)
+    try:
+        name = settings.view(view).name if view is not None else None
+        if settings.history_table is None:
+            raise ConfigError("null: no history is kept", key="history_table")
+        with open_catalog(settings) as catalog:
+            rows = RefreshHistory(catalog, settings.history_table).read(name, limit).to_pylist()
+    except LakehouseError as error:
+        raise _fail(error) from None
+    if as_json:
+        print(json.dumps(rows, default=_json_value))
+        return
+    table = Table("view", "started", "s", "mode", "engine", "rows in", "rows out",
+                  "frontier after", "reason or error")
+    for row in rows:
+        started = row["started_at"].astimezone().isoformat(" ", "seconds")
+        table.add_row(*(Text(str(value)) for value in (
+            row["view"], started, f"{row['duration_s']:.2f}", row["mode"], row["engine"] or "-",
+            row["rows_in"] if row["rows_in"] is not None else "-",
+            row["rows_out"] if row["rows_out"] is not None else "-",
+            row["frontier_after"] or "-", row["error"] or row["reason"] or "")))
+    console.print(table)
+
+
+def _json_value(value: object) -> str:
+    """JSON for what :func:`json.dumps` does not take: datetimes as ISO 8601."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+@app.command()
+def status(config: ConfigOption = Path("lakehouse.yaml"), as_json: JsonOption = False) -> None:
+    """Show each view's frontier, last refresh (and its engine), lag, rows, and why it stopped."""
+    from lakehouse.catalog_client import open_catalog
+    from lakehouse.status import view_statuses
+
+    settings = _load(config)
+    try:
+        with open_catalog(settings) as catalog:
+            states = view_statuses(settings, catalog)
+    except LakehouseError as error:
+        raise _fail(error) from None
+    if as_json:
+        print(json.dumps([asdict(state) for state in states]))
+        return
+    table = Table("view", "frontier", "last refresh", "engine", "lag", "rows", "behind",
+                  "state")
+    notes: list[Text] = []
     for state in states:
         refreshed = "never"
         if state.refreshed_at_ms:
@@ -186,28 +299,41 @@ def status(config: ConfigOption = Path("lakehouse.yaml")) -> None:
         table.add_row(state.view, str(state.frontier or "-"), refreshed, state.engine or "-",
                       lag,
                       str(state.rows if state.rows is not None else "-"),
-                      ", ".join(state.behind) or "-",
-                      Text("stopped", style="red") if state.stopped else "ok")
+                      ", ".join(state.behind) or "-", _state_cell(state))
         if state.stopped:
-            stopped.append(Text(f"{state.view} stopped: {state.stopped}", style="red"))
+            notes.append(Text(f"{state.view} stopped: {state.stopped}", style="red"))
+        if state.suspended_since:
+            notes.append(Text(f"{state.view} suspended since {state.suspended_since}"))
     console.print(table)
-    for line in stopped:  # the reasons in full, below the table
+    for line in notes:  # the reasons in full, below the table
         console.print(line)
 
 
+def _state_cell(state: ViewStatus) -> Text | str:
+    if state.stopped:
+        return Text("stopped", style="red")
+    return Text("suspended", style="yellow") if state.suspended_since else "ok"
+
+
 @app.command()
-def explain(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
+def explain(view: str, config: ConfigOption = Path("lakehouse.yaml"),
+            as_json: JsonOption = False) -> None:
     """Show how each part of a view is maintained (laws, keys, state read)."""
     from ivm import IvmError
     from ivm import explain as explain_plan
+    from ivm.explain import explain_tree
     from lakehouse.runtime import Runtime
 
     settings = _load(config)
     try:
         view_config = settings.view(view)
         with Runtime(settings) as runtime:
-            console.print(explain_plan(runtime.plan(view_config)), markup=False,
-                          highlight=False, soft_wrap=True)  # laws are in [brackets]
+            plan = runtime.plan(view_config)
+            if as_json:
+                print(json.dumps(explain_tree(plan)))
+            else:
+                console.print(explain_plan(plan), markup=False, highlight=False,
+                              soft_wrap=True)  # laws are in [brackets]
     except (LakehouseError, IvmError) as error:
         raise _fail(error) from None
 

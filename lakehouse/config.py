@@ -333,6 +333,10 @@ class Config(_Strict):
             use (:func:`lakehouse.memory.memory_limit_bytes`).
         engine: The engine of every view's incremental ticks unless the view sets its
             own (:data:`EngineSetting`).
+        history_table: ``namespace.table`` of the refresh history in the catalog (one row
+            per refresh, and which views are suspended: :mod:`lakehouse.history`); null
+            keeps no history and suspends nothing. Its namespace is not the Spark
+            catalog's name (``lakehouse``), which Spark SQL would read as the catalog.
     """
 
     warehouse: str = "./warehouse"
@@ -344,6 +348,12 @@ class Config(_Strict):
     views: list[ViewConfig] = Field(default_factory=list)
     column_cache_bytes: int = Field(default_factory=default_column_cache_bytes, ge=0)
     engine: EngineSetting = "auto"
+    history_table: str | None = "pipeline.refresh_history"
+
+    @field_validator("history_table")
+    @classmethod
+    def _history_table(cls, value: str | None) -> str | None:
+        return None if value is None else IcebergSource._identifier(value)
 
     def view_engine(self, view: ViewConfig) -> EngineSetting:
         """The engine setting of ``view``: its own, else the top-level one."""
@@ -365,6 +375,8 @@ class Config(_Strict):
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise ValueError(f"view names must be unique; repeated: {sorted(duplicates)}")
+        if self.history_table in names:
+            raise ValueError(f"history_table {self.history_table!r} is also a view's name")
         for name, source in self.sources.items():
             if isinstance(source, ViewSource) and source.view not in names:
                 raise ValueError(f"source {name!r} reads view {source.view!r}, which is not "

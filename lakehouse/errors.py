@@ -177,3 +177,15 @@ class StorageError(LakehouseError):
     def __init__(self, message: str, *, key: str):
         self.key = key
         super().__init__(f"{key} {message}")
+
+
+class HistoryError(LakehouseError):
+    """The refresh history table cannot be read or written, or names no such view.
+
+    Attributes:
+        table: The history table's identifier (``history_table`` in the config).
+    """
+
+    def __init__(self, message: str, *, table: str):
+        self.table = table
+        super().__init__(f"history table {table!r}: {message}")

@@ -43,6 +43,9 @@ from sinks.iceberg import IcebergSink
 
 Mode = Literal["incremental", "full", "skipped"]
 
+FULL_REQUESTED = "full refresh requested"
+"""The reason of a refresh asked to run in full (``lakehouse refresh --full``)."""
+
 
 @dataclass
 class RefreshResult:
@@ -111,6 +114,7 @@ def refresh_view(
     target: dict[str, int] | None = None,
     driver_read_max_rows: int = DRIVER_READ_MAX_ROWS,
     engine: EngineSetting = "auto",
+    full: bool = False,
 ) -> RefreshResult:
     """Bring every sink of ``view`` to the sources' current versions.
 
@@ -132,6 +136,10 @@ def refresh_view(
         engine: The view's engine setting (:meth:`lakehouse.config.Config.view_engine`):
             ``spark`` reads no row on the driver (change feeds, join partners and the
             aggregate state stay on Spark), so no tick runs on the local engine.
+        full: Recompute the view and replace every sink's content, even a sink already at
+            ``target`` (``lakehouse refresh --full``). Each sink swaps its content in one
+            commit: readers see the old snapshot until the new one lands, and the new
+            snapshot carries ``target`` as its frontier.
 
     Raises:
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
@@ -143,16 +151,19 @@ def refresh_view(
     if view.refresh == "incremental" and not plan.incremental:
         raise NotIncrementalError(plan.reason or "", view=view.name, fragment=plan.root.detail)
     target = target if target is not None else current_frontier(readers, plan.sources)
+    frontiers = committed if committed is not None else sinks.frontiers()
     groups: dict[str, list[str]] = {}
-    for kind, frontier in (committed if committed is not None else sinks.frontiers()).items():
-        if frontier != target:
-            groups.setdefault(json.dumps(frontier, sort_keys=True), []).append(kind)
+    for kind, frontier in frontiers.items():
+        if full or frontier != target:
+            groups.setdefault("null" if full else json.dumps(frontier, sort_keys=True),
+                              []).append(kind)
     result = RefreshResult(view.name, "skipped", target)
     states = states if states is not None else ViewStates()
     limits = (_Limits(0, 0, on_driver=False) if engine == "spark"
               else _Limits(driver_read_max_rows, DRIVER_STATE_MAX_ROWS))
     for encoded, kinds in groups.items():
-        group = _Group(json.loads(encoded), target, kinds)
+        group = _Group(json.loads(encoded), target, kinds,
+                       FULL_REQUESTED if full else None)
         _refresh_group(view, plan, readers, sinks, group, result, states, limits)
     result.duration_s = time.perf_counter() - started
     return result
@@ -160,11 +171,15 @@ def refresh_view(
 
 @dataclass(frozen=True)
 class _Group:
-    """Sinks at the same frontier, refreshed together from ``old`` to ``new``."""
+    """Sinks at the same frontier, refreshed together from ``old`` to ``new``.
+
+    ``full_reason``: why the group is recomputed whatever its frontier, if it is.
+    """
 
     old: dict[str, int] | None
     new: dict[str, int]
     kinds: list[str]
+    full_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -187,7 +202,7 @@ def _refresh_group(
     phase("read sources", view=view.name)
     try:
         inputs, expired = _read_inputs(readers, plan, group, limits.on_driver)
-        full_reason = expired or _full_reason(view, plan, group.old)
+        full_reason = group.full_reason or expired or _full_reason(view, plan, group.old)
         if full_reason is None:
             changed_rows = _changed_rows(inputs)
             full_reason = _large_change_reason(view, readers, group.new, changed_rows)

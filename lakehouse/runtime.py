@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
+from cachetools import TTLCache
 from pyiceberg.catalog import Catalog
 from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import SparkSession
@@ -29,7 +33,8 @@ from lakehouse.catalog_client import (
 )
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
-from lakehouse.errors import ConfigError, ListenError, SourceError
+from lakehouse.errors import ConfigError, HistoryError, ListenError, SourceError
+from lakehouse.history import SUSPENSION_TTL_S, HistoryRow, RefreshHistory, refreshed_from
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns
@@ -52,6 +57,8 @@ from sinks.refresh_state import RefreshStates, SourceTable
 
 if TYPE_CHECKING:
     from catalog_api.server import RunningServer
+
+log = logging.getLogger(__name__)
 
 
 def start_catalog(config: Config, port: int | None = None) -> RunningServer:
@@ -135,6 +142,10 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.metrics = RefreshMetrics()
         self._listed_delta_copies: set[str] = set()
         self.states = ViewStates(StateStore(warehouse_folder(config, "_state"), self.spark))
+        self.history = (RefreshHistory(self.catalog, config.history_table)
+                        if config.history_table else None)
+        self._suspended: TTLCache[str, dict[str, str]] = TTLCache(1, SUSPENSION_TTL_S)
+        self._last_failure: dict[str, str] = {}
 
     def _start_spark(self) -> SparkSession:
         """Start the Spark session of the pipeline (:class:`LazySession` calls it once)."""
@@ -259,39 +270,80 @@ class Runtime(AbstractContextManager["Runtime"]):
             return str(self.config.warehouse_path / "delta" / namespace / table)
         return f"{self.config.warehouse.rstrip('/')}/delta/{namespace}/{table}"
 
-    def refresh(self, view: ViewConfig) -> RefreshResult:
+    def refresh(self, view: ViewConfig, *, full: bool = False,
+                manual: bool = False) -> RefreshResult:
         """Run one tick of ``view`` now, after the views it reads.
 
-        A view none of whose sources advanced is skipped.
+        A view none of whose sources advanced is skipped. A suspended view
+        (:meth:`suspended`) is skipped unless ``manual``; a suspended view that ``view``
+        reads is not refreshed first: ``view`` reads its table as it stands.
+
+        Args:
+            view: The view.
+            full: Recompute ``view`` in full and replace its sinks' content
+                (:func:`lakehouse.refresh.refresh_view`); the views it reads refresh as
+                usual.
+            manual: Asked for now by a user (``lakehouse refresh``) rather than by the
+                schedule: runs even when ``view`` is suspended.
 
         Raises:
             ivm.IvmError: The view's SQL does not compile.
             lakehouse.errors.ConfigError: Views read each other in a cycle.
             lakehouse.errors.RefreshError: A source or sink failed.
         """
+        suspended = self.suspended()
+        if view.name in suspended and not manual:
+            return RefreshResult(view.name, "skipped", {},
+                                 reason=f"suspended since {suspended[view.name]}")
         *upstream, _ = refresh_order(self.config, view)
         for before in upstream:
-            self._refresh_one(before)
-        return self._refresh_one(view)
+            if before.name not in suspended:
+                self._refresh_one(before)
+        return self._refresh_one(view, full)
 
-    def _refresh_one(self, view: ViewConfig) -> RefreshResult:
+    def suspended(self) -> dict[str, str]:
+        """The suspended views, each with when it was suspended (ISO 8601).
+
+        Read from the history table at most every :data:`lakehouse.history.SUSPENSION_TTL_S`;
+        none without a history table, or when it cannot be loaded (logged: the schedule
+        goes on).
+        """
+        if self.history is None:
+            return {}
+        views = self._suspended.get("views")
+        if views is None:
+            try:
+                views = self.history.suspended()
+            except HistoryError as error:  # no history (not granted, unreachable): no view
+                log.warning("%s; refreshing every view", error)  # is taken to be suspended
+                views = {}
+            self._suspended["views"] = views
+        return views
+
+    def _refresh_one(self, view: ViewConfig, full: bool = False) -> RefreshResult:
         started_s = time.time()
+        before: Mapping[str, int] | None = None
         try:  # the tick loads each source's metadata from the catalog once
             sources = self._sources(view)
             with pinned(self.readers[name] for name in sources):
                 sinks = self.sinks(view)
                 committed = sinks.frontiers()  # read once per tick: a catalog round trip each
                 target = current_frontier(self.readers, sources)
+                before = refreshed_from(committed, target)
                 self.schemas.check(view, sinks, committed)  # SchemaChangedError: view stops
                 result = refresh_view(view, self.plan(view), self.readers, sinks, self.states,
                                       committed, target, self.config.driver_read_max_rows,
-                                      self.config.view_engine(view))
-        except Exception:
+                                      self.config.view_engine(view), full)
+        except Exception as error:
             self.metrics.record_failure(view.name)
+            self._record_failure(view, started_s, before, error)
             raise
         finally:
             self.bridge.clear()
         self.metrics.record(result, started_s)
+        if result.mode != "skipped":
+            self._last_failure.pop(view.name, None)
+            self._record(HistoryRow.of(result, _utc(started_s), before))
         if "delta" in result.sinks and view.name not in self._listed_delta_copies:
             location = self.delta_uri(view)
             if self.config.warehouse_is_local:
@@ -299,6 +351,31 @@ class Runtime(AbstractContextManager["Runtime"]):
             register_delta_copy(self.config.catalog_uri, view.name, location, self.credential)
             self._listed_delta_copies.add(view.name)
         return result
+
+    def _record_failure(self, view: ViewConfig, started_s: float,
+                        before: Mapping[str, int] | None, error: Exception) -> None:
+        """Record a failed refresh, unless it repeats the view's previous failure.
+
+        A view that keeps failing the same way (a missing source, polled five times a
+        second) is recorded once until a refresh succeeds or the error changes.
+        """
+        row = HistoryRow.failed(view.name, _utc(started_s), time.time() - started_s,
+                                before, error)
+        if self._last_failure.get(view.name) != row.error:
+            self._last_failure[view.name] = row.error or ""
+            self._record(row)
+
+    def _record(self, row: HistoryRow) -> None:
+        """Append ``row`` to the history.
+
+        A history that cannot be written is only logged: the refresh's commits stand.
+        """
+        if self.history is None:
+            return
+        try:
+            self.history.append([row])
+        except HistoryError as error:
+            log.warning("%s", error)
 
     def _sources(self, view: ViewConfig) -> list[str]:
         """The sources ``view`` reads (those its plan has, once compiled)."""
@@ -317,3 +394,7 @@ class Runtime(AbstractContextManager["Runtime"]):
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.close()
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)

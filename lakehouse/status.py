@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
@@ -12,10 +13,13 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from ivm import IvmError, referenced_sources
 from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig, ViewSource
-from lakehouse.errors import SourceError
+from lakehouse.errors import HistoryError, SourceError
+from lakehouse.history import RefreshHistory
 from lakehouse.schema_guard import SchemaGuard
 from lakehouse.storage import delta_options
 from sinks.frontier import ENGINE_KEY, FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,8 @@ class ViewStatus:
             dropped, renamed or retyped in a source), or None.
         engine: The engine that computed the last refresh (``local`` or ``spark``), as
             its commit records it; None when unknown (never refreshed, or an older commit).
+        suspended_since: When the view was suspended (ISO 8601, UTC), if it is
+            (:mod:`lakehouse.history`): the schedule does not refresh it.
     """
 
     view: str
@@ -45,6 +51,7 @@ class ViewStatus:
     lag_s: float | None
     stopped: str | None = None
     engine: str | None = None
+    suspended_since: str | None = None
 
 
 def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
@@ -70,6 +77,22 @@ def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
                  else source.iceberg if isinstance(source, IcebergSource) else source.view)
         raise SourceError(f"its table is missing (sources.{name}: {where})",
                           source=name) from None
+
+
+def view_statuses(config: Config, catalog: Catalog) -> list[ViewStatus]:
+    """The status of every view of ``config`` (:func:`view_status`), in config order.
+
+    The suspended views are read from the history table; when it cannot be loaded (not
+    granted, say), a warning is logged and no view shows as suspended.
+    """
+    suspended: dict[str, str] = {}
+    try:
+        if config.history_table:
+            suspended = RefreshHistory(catalog, config.history_table).suspended()
+    except HistoryError as error:
+        log.warning("%s; suspended views are not shown", error)
+    return [replace(view_status(config, catalog, view),
+                    suspended_since=suspended.get(view.name)) for view in config.views]
 
 
 def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatus:

@@ -4,7 +4,7 @@ A view maintained by the invertible-aggregate law reads the state of the groups 
 change touches instead of the sources. The state is a pure function of the view's SQL and
 of the sources at the view's frontier: the running process keeps the latest one in memory,
 and a :class:`lakehouse.state_store.StateStore` keeps it in the warehouse for the next
-process (a new ``lakehouse tick``, a restart). When neither has the state at a sink's
+process (a new ``lakehouse refresh``, a restart). When neither has the state at a sink's
 frontier, the tick rebuilds it from the sources' snapshots at that frontier; exactly-once
 is not affected either way.
 """

@@ -380,13 +380,13 @@ def _spark_submit_tick(sc: Scenario, cluster: SparkClusterHandle, view: str) -> 
                           env=sc.env, timeout=ROUND_TIMEOUT_S).stdout.split()
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.master_url,
                "--driver-memory", "1g", "--jars", ",".join(jars),
-               str(MAIN_FILE), "tick", view, "-c", str(config)]
+               str(MAIN_FILE), "refresh", view, "-c", str(config)]
     env = {k: v for k, v in sc.env.items() if k != "PYSPARK_PYTHON"}
     env |= {"SPARK_HOME": str(SPARK_HOME), "PYSPARK_DRIVER_PYTHON": sys.executable}
     done = subprocess.run(command, cwd=sc.folder, env=env, capture_output=True, text=True,
                           timeout=ROUND_TIMEOUT_S, check=False)
     (sc.folder / "spark-submit.log").write_text(done.stdout + "\n--- stderr\n" + done.stderr)
-    sc.durations.append(f"spark-submit tick: {time.monotonic() - started:.0f} s")
+    sc.durations.append(f"spark-submit refresh: {time.monotonic() - started:.0f} s")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stdout + done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
     assert CHECKSUM_FAILED not in done.stderr, done.stderr[-3000:]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -350,7 +352,7 @@ def test_status_names_a_missing_source_and_sql_that_does_not_parse(
     assert f"{namespace}.reads_gone stopped: source 'gone': its table is missing " \
            f"(sources.gone: {namespace}.gone)" in result.output, result.output
     assert f"{namespace}.bad_sql stopped: SQL does not parse" in result.output, result.output
-    for command in ("explain", "tick"):
+    for command in ("explain", "refresh", "tick"):
         for view in ("reads_gone", "bad_sql"):
             failed = CliRunner().invoke(app, [command, f"{namespace}.{view}", "-c", str(path)])
             assert failed.exit_code == 1 and isinstance(failed.exception, SystemExit), \
@@ -382,3 +384,91 @@ def test_tick_of_an_unknown_view_names_the_views(
     result = CliRunner().invoke(app, ["tick", "nope.nope", "--config", str(config_file)])
     assert result.exit_code == 1
     assert f"{namespace}.by_carrier" in result.output
+
+
+def _cli(*args: str) -> str:
+    """Run ``lakehouse ARGS``; its output (it must succeed)."""
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0 and result.exception is None, (args, result.output)
+    return result.output
+
+
+def test_refresh_full_swaps_the_content_and_history_records_each_refresh(
+    spark: SparkSession, config_file: Path, sources: tuple[str, Path],
+    rest_catalog: RestCatalog,
+) -> None:
+    """``refresh --full`` recomputes a view already fresh; every refresh is a history row.
+
+    The CLI's refresh runs in its own process: it stops the Spark session it used.
+    """
+    namespace, airlines = sources
+    view = f"{namespace}.by_carrier"
+    history_table = f"history_{namespace}.refreshes"  # this test's own
+    data = yaml.safe_load(config_file.read_text()) | {"history_table": history_table}
+    config_file.write_text(yaml.safe_dump(data))
+    runtime = Runtime(parse_config(data))
+    assert runtime.refresh(runtime.config.views[0]).mode == "full"
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 9, 4.0)")
+    second = runtime.refresh(runtime.config.views[0])
+    assert second.mode == "incremental" and second.rows_in == 1
+    built = rest_catalog.load_table(view).current_snapshot()
+    command = [sys.executable, "-m", "lakehouse", "refresh", view, "-c", str(config_file),
+               "--full", "--json"]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    forced = json.loads(ran.stdout)
+    assert (forced["mode"], forced["reason"]) == ("full", "full refresh requested")
+    assert forced["frontier"] == second.frontier  # no source moved: the same frontier
+    table = rest_catalog.load_table(view)
+    assert built is not None and table.current_snapshot().parent_snapshot_id == \
+        built.snapshot_id  # one commit swapped the content
+    assert _iceberg_rows(rest_catalog, view) == _expected(runtime, runtime.config.views[0])
+    assert runtime.refresh(runtime.config.views[0]).mode == "skipped"
+
+    rows = json.loads(_cli("history", view, "-c", str(config_file), "--json"))
+    assert [r["mode"] for r in rows] == ["full", "incremental", "full"]  # newest first; the
+    assert rows[2]["frontier_before"] is None  # skipped refresh is not recorded
+    assert json.loads(rows[1]["frontier_before"]) != json.loads(rows[1]["frontier_after"])
+    assert rows[0]["frontier_before"] == rows[0]["frontier_after"]
+    assert rows[1]["rows_in"] == 1 and rows[0]["reason"] == "full refresh requested"
+    assert rest_catalog.load_table(history_table).scan().to_arrow().num_rows == 3  # by name
+    printed = _cli("history", "-c", str(config_file), "--limit", "1")  # a table, cells wrap
+    assert printed.count("requested") == 1 and "incremental" not in printed, printed
+
+
+def test_a_suspended_view_is_not_refreshed_by_the_schedule_until_resumed(
+    spark: SparkSession, config_file: Path, sources: tuple[str, Path],
+) -> None:
+    """The suspension is in the catalog: a new Runtime (a restarted process) still sees it."""
+    namespace, _ = sources
+    view = f"{namespace}.by_carrier"
+    data = yaml.safe_load(config_file.read_text()) | {
+        "history_table": f"history_{namespace}.refreshes"}
+    config_file.write_text(yaml.safe_dump(data))
+    assert _cli("suspend", view, "-c", str(config_file)).strip() == f"{view}: suspended"
+    status = json.loads(_cli("status", "-c", str(config_file), "--json"))
+    assert status[0]["suspended_since"] is not None
+    assert "suspended" in _cli("status", "-c", str(config_file))
+    runtime = Runtime(parse_config(data))
+    scheduled = runtime.refresh(runtime.config.views[0])
+    assert scheduled.mode == "skipped" and "suspended since" in (scheduled.reason or "")
+    assert runtime.refresh(runtime.config.views[0], manual=True).mode == "full"  # asked for
+    _cli("resume", view, "-c", str(config_file))
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 9, 4.0)")
+    restarted = Runtime(parse_config(data))
+    assert restarted.refresh(restarted.config.views[0]).mode == "incremental"
+    assert json.loads(_cli("status", "-c", str(config_file), "--json"))[0][
+        "suspended_since"] is None
+
+
+def test_explain_json_names_each_node_law(config_file: Path, sources: tuple[str, Path]) -> None:
+    namespace, _ = sources
+    tree = json.loads(_cli("explain", f"{namespace}.by_carrier", "-c", str(config_file),
+                           "--json"))
+    laws, stack = set(), [tree["root"]]
+    while stack:
+        node = stack.pop()
+        laws.add(node["law"])
+        stack.extend(node["children"])
+    assert tree["incremental"] and tree["key"] == ["carrier", "name"]
+    assert laws == {Law.CHANGE_FEED, Law.BILINEAR_JOIN, Law.AFFECTED_KEY_RECOMPUTE}

@@ -12,6 +12,7 @@ each give one line naming the setting at fault.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -109,14 +110,16 @@ def test_demo_keeps_everything_on_s3(demo: Path, aws_env: dict[str, str]) -> Non
     assert (demo.parent / "catalog.db").exists()  # the catalog's SQLite beside the config
 
 
-def test_tick_status_and_explain_after_a_change(demo: Path) -> None:
+def test_refresh_status_history_and_explain_after_a_change(demo: Path) -> None:
     config = load_config(demo)
     uri = config.sources["airlines"].delta  # type: ignore[union-attr]
     DeltaTable(uri, storage_options=delta_options(config, uri)).update(
         {"name": "'Delta Air Lines Inc. (renamed)'"}, predicate="carrier = 'DL'")
 
-    ticked = _succeeded(_lakehouse("tick", VIEW, "-c", str(demo)))
+    ticked = _succeeded(_lakehouse("refresh", VIEW, "-c", str(demo)))
     assert f"{VIEW}: incremental" in ticked, ticked
+    recorded = json.loads(_succeeded(_lakehouse("history", VIEW, "-c", str(demo), "--json")))
+    assert recorded[0]["mode"] == "incremental", recorded  # the history table is on S3 too
 
     status = _succeeded(_lakehouse("status", "-c", str(demo)))
     rows = [line for line in status.splitlines() if VIEW in line]

@@ -17,6 +17,7 @@ from lakehouse.errors import ConfigError
         ({"views": [{"name": "v.a", "sql": "s", "refresh": "sometimes"}]}, "views.0.refresh"),
         ({"views": [{"name": "v.a", "sql": "s", "engine": "duckdb"}]}, "views.0.engine"),
         ({"engine": "gpu"}, "engine"),
+        ({"history_table": "no_namespace"}, "history_table"),
     ],
 )
 def test_invalid_config_names_the_key(document: dict, key: str) -> None:
@@ -55,6 +56,13 @@ def test_duplicate_views_rejected() -> None:
     view = {"name": "v.a", "sql": "select 1"}
     with pytest.raises(ConfigError, match="unique"):
         parse_config({"views": [view, view]})
+
+
+def test_the_history_table_is_not_a_view_and_may_be_turned_off() -> None:
+    with pytest.raises(ConfigError, match="history_table 'v.a' is also a view's name"):
+        parse_config({"history_table": "v.a", "views": [{"name": "v.a", "sql": "select 1"}]})
+    assert parse_config({}).history_table == "pipeline.refresh_history"
+    assert parse_config({"history_table": None}).history_table is None
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:

@@ -1,0 +1,281 @@
+"""The refresh history, and which views are suspended, in one Iceberg table of the catalog.
+
+Every refresh that committed (``incremental`` or ``full``) or ``failed`` appends one row to
+the ``history_table`` of the config (``pipeline.refresh_history`` by default), an Iceberg
+v2 table of the pipeline's own catalog, so DuckDB, Trino, Spark and pyiceberg query it by
+name. A skipped tick (no source advanced) is not recorded: an ``on_change`` view checks its
+sources five times a second.
+
+The same table's properties record the suspended views (``suspended.<view>``: when, ISO
+8601 UTC), so a suspension is one catalog commit, survives restarts and is seen by every
+process of the pipeline; the scheduler re-reads them at most every
+:data:`SUSPENSION_TTL_S`.
+
+Columns (:data:`HISTORY_SCHEMA`): ``view`` string; ``started_at`` timestamp (UTC, µs);
+``duration_s`` double; ``mode`` string (``incremental``, ``full``, ``failed``); ``reason``
+string (why in full); ``engine`` and ``engine_reason`` strings; ``frontier_before`` and
+``frontier_after`` strings (JSON objects, source name to version; null before the first
+build); ``rows_in`` and ``rows_out`` longs; ``sinks`` string (the sink kinds committed,
+comma-separated); ``error`` string (the first line of a failure's message).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.expressions import EqualTo, Reference
+from pyiceberg.expressions.literals import literal
+from pyiceberg.table import Table, Transaction
+
+from lakehouse.errors import HistoryError
+
+if TYPE_CHECKING:
+    from lakehouse.refresh import RefreshResult
+
+__all__ = ["HISTORY_SCHEMA", "HistoryRow", "RefreshHistory", "SUSPENSION_TTL_S"]
+
+SUSPENSION_TTL_S = 1.0
+"""How long the scheduler trusts the suspended views it read (one catalog load each)."""
+
+COMMIT_ATTEMPTS = 3
+"""Appends retried after another process committed first (each reloads the table)."""
+
+SUSPENDED_PREFIX = "suspended."
+
+HISTORY_SCHEMA = pa.schema([
+    pa.field("view", pa.string(), nullable=False),
+    pa.field("started_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("duration_s", pa.float64(), nullable=False),
+    pa.field("mode", pa.string(), nullable=False),
+    pa.field("reason", pa.string()),
+    pa.field("engine", pa.string()),
+    pa.field("engine_reason", pa.string()),
+    pa.field("frontier_before", pa.string()),
+    pa.field("frontier_after", pa.string()),
+    pa.field("rows_in", pa.int64()),
+    pa.field("rows_out", pa.int64()),
+    pa.field("sinks", pa.string()),
+    pa.field("error", pa.string()),
+])
+"""The history table's columns (Arrow; the Iceberg schema is derived from it)."""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One refresh, as recorded.
+
+    Attributes:
+        view: The view's name.
+        started_at: When the refresh started (UTC).
+        duration_s: Its wall time, in seconds.
+        mode: ``incremental``, ``full`` or ``failed``.
+        frontier_before: The source versions the refreshed sinks reflected before (None:
+            never built, or unknown after an early failure).
+        result: What the refresh did, when it committed; None when it failed.
+        error: The first line of the failure's message, when it failed.
+    """
+
+    view: str
+    started_at: datetime
+    duration_s: float
+    mode: str
+    frontier_before: Mapping[str, int] | None = None
+    result: RefreshResult | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, result: RefreshResult, started_at: datetime,
+           frontier_before: Mapping[str, int] | None) -> HistoryRow:
+        """The row of a refresh that committed."""
+        return cls(result.view, started_at, result.duration_s, result.mode, frontier_before,
+                   result)
+
+    @classmethod
+    def failed(cls, view: str, started_at: datetime, duration_s: float,
+               frontier_before: Mapping[str, int] | None, error: BaseException) -> HistoryRow:
+        """The row of a refresh that failed with ``error``."""
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return cls(view, started_at, duration_s, "failed", frontier_before, error=message)
+
+    def to_dict(self) -> dict[str, object]:
+        """The row as :data:`HISTORY_SCHEMA` columns."""
+        result = self.result
+        return {
+            "view": self.view, "started_at": self.started_at, "duration_s": self.duration_s,
+            "mode": self.mode,
+            "reason": result.reason if result else None,
+            "engine": result.engine if result else None,
+            "engine_reason": result.engine_reason if result else None,
+            "frontier_before": _json(self.frontier_before),
+            "frontier_after": _json(result.frontier) if result else None,
+            "rows_in": result.rows_in if result else None,
+            "rows_out": result.rows_out if result else None,
+            "sinks": ",".join(result.sinks) if result else None,
+            "error": self.error,
+        }
+
+
+class RefreshHistory:
+    """The history table of one catalog: refreshes appended, read back; views suspended.
+
+    Args:
+        catalog: The pipeline's catalog.
+        identifier: ``namespace.table`` of the history table.
+    """
+
+    def __init__(self, catalog: Catalog, identifier: str):
+        self.catalog = catalog
+        self.identifier = identifier
+
+    def append(self, rows: Sequence[HistoryRow]) -> None:
+        """Append ``rows`` in one commit, creating the table (and namespace) if absent.
+
+        Raises:
+            HistoryError: The table cannot be created or written (after
+                :data:`COMMIT_ATTEMPTS` commits lost to other writers).
+        """
+        data = pa.Table.from_pylist([row.to_dict() for row in rows], schema=HISTORY_SCHEMA)
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                self._load_or_create().append(data)
+                return
+            except CommitFailedException as error:
+                if attempt == COMMIT_ATTEMPTS:
+                    raise HistoryError(f"append lost to other writers: {error}",
+                                       table=self.identifier) from error
+            except HistoryError:
+                raise
+            except Exception as error:  # catalog and storage clients raise many types
+                raise HistoryError(f"append failed: {_first_line(error)}",
+                                   table=self.identifier) from error
+
+    def read(self, view: str | None = None, limit: int | None = None) -> pa.Table:
+        """The recorded refreshes, newest first (:data:`HISTORY_SCHEMA`).
+
+        Args:
+            view: Only this view's refreshes; None: every view's.
+            limit: At most this many rows; None: all.
+
+        Raises:
+            HistoryError: The table cannot be read.
+        """
+        table = self._load()
+        if table is None:
+            return HISTORY_SCHEMA.empty_table()
+        try:
+            matching = EqualTo(term=Reference("view"), value=literal(view)) if view else None
+            scan = table.scan(row_filter=matching) if matching is not None else table.scan()
+            rows = scan.to_arrow().cast(HISTORY_SCHEMA)
+        except Exception as error:
+            raise HistoryError(f"read failed: {_first_line(error)}",
+                               table=self.identifier) from error
+        rows = rows.sort_by([("started_at", "descending")])
+        return rows if limit is None else rows.slice(0, limit)
+
+    def suspended(self) -> dict[str, str]:
+        """The suspended views, each with when it was suspended (ISO 8601, UTC).
+
+        Raises:
+            HistoryError: The table cannot be loaded.
+        """
+        table = self._load()
+        if table is None:
+            return {}
+        return {key.removeprefix(SUSPENDED_PREFIX): value
+                for key, value in table.properties.items() if key.startswith(SUSPENDED_PREFIX)}
+
+    def suspend(self, view: str) -> None:
+        """Record ``view`` as suspended (one commit; a suspended view stays so).
+
+        Raises:
+            HistoryError: The table cannot be created or its properties set.
+        """
+        if view in self.suspended():
+            return
+        since = datetime.now(UTC).isoformat(timespec="seconds")
+        self._set_properties(lambda tx: tx.set_properties({SUSPENDED_PREFIX + view: since}))
+
+    def resume(self, view: str) -> None:
+        """Record ``view`` as no longer suspended (one commit; nothing if it was not).
+
+        Raises:
+            HistoryError: The table cannot be loaded or its properties set.
+        """
+        if view in self.suspended():
+            self._set_properties(lambda tx: tx.remove_properties(SUSPENDED_PREFIX + view))
+
+    def _set_properties(self, change: Callable[[Transaction], object]) -> None:
+        try:
+            with self._load_or_create().transaction() as transaction:
+                change(transaction)
+        except HistoryError:
+            raise
+        except Exception as error:
+            raise HistoryError(f"cannot set its properties: {_first_line(error)}",
+                               table=self.identifier) from error
+
+    def _load(self) -> Table | None:
+        """The table; None when absent.
+
+        Raises:
+            HistoryError: It cannot be loaded.
+        """
+        try:
+            return self.catalog.load_table(self.identifier)
+        except NoSuchTableError:
+            return None
+        except Exception as error:
+            raise HistoryError(f"cannot load it: {_first_line(error)}",
+                               table=self.identifier) from error
+
+    def _load_or_create(self) -> Table:
+        """The table, created with its namespace when absent.
+
+        Raises:
+            HistoryError: It cannot be loaded or created.
+        """
+        table = self._load()
+        if table is not None:
+            return table
+        namespace = self.identifier.rsplit(".", 1)[0]
+        try:
+            self.catalog.create_namespace_if_not_exists(namespace)
+            return self.catalog.create_table_if_not_exists(self.identifier,
+                                                           schema=HISTORY_SCHEMA)
+        except Exception as error:
+            raise HistoryError(f"cannot create it: {_first_line(error)}",
+                               table=self.identifier) from error
+
+
+def refreshed_from(committed: Mapping[str, Mapping[str, int] | None],
+                   target: Mapping[str, int]) -> Mapping[str, int] | None:
+    """The frontier a refresh to ``target`` starts from: that of the first sink behind it.
+
+    Args:
+        committed: Each sink's committed frontier, by kind (None: never built).
+        target: The sources' versions the refresh brings the sinks to.
+
+    Returns:
+        The first frontier of ``committed`` other than ``target``; ``target`` when every
+        sink is there already (a full refresh asked for); None when a sink was never
+        built or no sink is configured.
+    """
+    behind = [frontier for frontier in committed.values() if frontier != target]
+    if behind:
+        return behind[0]
+    return target if committed else None
+
+
+def _json(frontier: Mapping[str, int] | None) -> str | None:
+    return None if frontier is None else json.dumps(dict(frontier), sort_keys=True)
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -1,0 +1,89 @@
+"""The refresh history table and the suspended views, through the real REST catalog (no Spark)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+
+from lakehouse.config import parse_config
+from lakehouse.errors import SourceError
+from lakehouse.history import HistoryRow, RefreshHistory
+from lakehouse.refresh import RefreshResult
+from lakehouse.runtime import Runtime
+from tests.conftest_catalog import CatalogServerHandle
+
+START = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
+
+
+def _row(view: str, minutes: int, mode: str = "incremental") -> HistoryRow:
+    result = RefreshResult(view, mode, {"flights": minutes}, rows_in=minutes, rows_out=1,  # type: ignore[arg-type]
+                           duration_s=0.5, sinks=["iceberg"], engine="local")
+    return HistoryRow.of(result, START + timedelta(minutes=minutes), {"flights": minutes - 1})
+
+
+def test_rows_read_back_newest_first_per_view(rest_catalog: RestCatalog,
+                                              catalog_namespace: str) -> None:
+    history = RefreshHistory(rest_catalog, f"{catalog_namespace}.history")
+    assert history.read().num_rows == 0 and history.suspended() == {}  # no table yet
+    history.append([_row("v.a", 1), _row("v.b", 2)])
+    history.append([_row("v.a", 3, "full")])
+    rows = history.read("v.a").to_pylist()
+    assert [(r["started_at"], r["mode"]) for r in rows] == [
+        (START + timedelta(minutes=3), "full"), (START + timedelta(minutes=1), "incremental")]
+    assert (rows[1]["frontier_before"], rows[1]["frontier_after"]) == (
+        '{"flights": 0}', '{"flights": 1}')
+    assert [r["view"] for r in history.read(limit=2).to_pylist()] == ["v.a", "v.b"]
+
+
+def test_concurrent_appends_each_land(rest_catalog: RestCatalog, catalog_namespace: str) -> None:
+    """Writers that lose a commit race reload the table and commit again."""
+    history = RefreshHistory(rest_catalog, f"{catalog_namespace}.history")
+    history.append([_row("v.a", 0)])  # created once, before the race
+    barrier = threading.Barrier(3)
+
+    def write(minutes: int) -> None:
+        barrier.wait()
+        RefreshHistory(rest_catalog, history.identifier).append([_row("v.a", minutes)])
+
+    threads = [threading.Thread(target=write, args=(m,)) for m in (1, 2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r["rows_in"] for r in history.read("v.a").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_suspend_and_resume_are_table_properties(rest_catalog: RestCatalog,
+                                                 catalog_namespace: str) -> None:
+    identifier = f"{catalog_namespace}.history"
+    history = RefreshHistory(rest_catalog, identifier)
+    history.suspend("v.a")
+    since = history.suspended()["v.a"]
+    history.suspend("v.a")  # suspending again keeps the first time
+    assert RefreshHistory(rest_catalog, identifier).suspended() == {"v.a": since}
+    history.resume("v.b")  # never suspended: nothing to do
+    history.resume("v.a")
+    assert history.suspended() == {}
+    assert rest_catalog.load_table(identifier).properties.get("suspended.v.a") is None
+
+
+def test_a_repeated_failure_is_recorded_once(catalog_server: CatalogServerHandle,
+                                             catalog_namespace: str) -> None:
+    """A view polled five times a second with a missing source adds one row, not one a poll."""
+    identifier = f"{catalog_namespace}.history"
+    config = parse_config({
+        "warehouse": str(catalog_server.warehouse), "history_table": identifier,
+        "catalog": {"embedded": False, "uri": catalog_server.uri},
+        "sources": {"gone": {"iceberg": f"{catalog_namespace}.gone"}},
+        "views": [{"name": f"{catalog_namespace}.v", "sql": "SELECT * FROM gone"}]})
+    runtime = Runtime(config)
+    for _ in range(3):
+        with pytest.raises(SourceError):
+            runtime.refresh(config.views[0])
+    assert not runtime.session.started  # nothing here needed Spark
+    rows = RefreshHistory(runtime.catalog, identifier).read().to_pylist()
+    assert [(r["mode"], r["frontier_before"]) for r in rows] == [("failed", None)]
+    assert "gone" in rows[0]["error"] and rows[0]["engine"] is None
