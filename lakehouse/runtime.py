@@ -34,7 +34,13 @@ from lakehouse.catalog_client import (
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
 from lakehouse.errors import ConfigError, HistoryError, ListenError, SourceError
-from lakehouse.history import SUSPENSION_TTL_S, HistoryRow, RefreshHistory, refreshed_from
+from lakehouse.history import (
+    SUSPENSION_TTL_S,
+    HistoryRow,
+    HistoryWriter,
+    RefreshHistory,
+    refreshed_from,
+)
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns
@@ -144,6 +150,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.states = ViewStates(StateStore(warehouse_folder(config, "_state"), self.spark))
         self.history = (RefreshHistory(self.catalog, config.history_table)
                         if config.history_table else None)
+        self.history_writer = HistoryWriter(self.history) if self.history else None
         self._suspended: TTLCache[str, dict[str, str]] = TTLCache(1, SUSPENSION_TTL_S)
         self._last_failure: dict[str, str] = {}
 
@@ -366,16 +373,9 @@ class Runtime(AbstractContextManager["Runtime"]):
             self._record(row)
 
     def _record(self, row: HistoryRow) -> None:
-        """Append ``row`` to the history.
-
-        A history that cannot be written is only logged: the refresh's commits stand.
-        """
-        if self.history is None:
-            return
-        try:
-            self.history.append([row])
-        except HistoryError as error:
-            log.warning("%s", error)
+        """Queue ``row`` for the history (appended off the refresh's path)."""
+        if self.history_writer is not None:
+            self.history_writer.record(row)
 
     def _sources(self, view: ViewConfig) -> list[str]:
         """The sources ``view`` reads (those its plan has, once compiled)."""
@@ -384,7 +384,12 @@ class Runtime(AbstractContextManager["Runtime"]):
         return sorted(referenced_sources(view.sql) & set(self.readers))
 
     def close(self) -> None:
-        """Stop Spark (if a tick started it) and the embedded catalog; remove scratch files."""
+        """Stop the history (once its queue is appended), Spark, the embedded catalog.
+
+        Spark stops if a tick started it; scratch files are removed.
+        """
+        if self.history_writer is not None:
+            self.history_writer.close()
         self.session.stop()
         if self.server is not None:
             self.server.stop()

@@ -84,6 +84,8 @@ def test_a_repeated_failure_is_recorded_once(catalog_server: CatalogServerHandle
         with pytest.raises(SourceError):
             runtime.refresh(config.views[0])
     assert not runtime.session.started  # nothing here needed Spark
+    assert runtime.history_writer is not None
+    runtime.history_writer.flush()  # rows are appended off the refresh's path
     rows = RefreshHistory(runtime.catalog, identifier).read().to_pylist()
     assert [(r["mode"], r["frontier_before"]) for r in rows] == [("failed", None)]
     assert "gone" in rows[0]["error"] and rows[0]["engine"] is None
