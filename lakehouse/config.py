@@ -305,8 +305,13 @@ class ViewConfig(_Strict):
     @property
     def interval_s(self) -> float | None:
         """The cadence in seconds when it is a duration, else None."""
-        match = DURATION.match(self.every)
-        return float(match.group(1)) * _UNIT_S[match.group(2)] if match else None
+        return duration_s(self.every)
+
+
+def duration_s(text: str) -> float | None:
+    """Seconds of a duration like ``30s``, ``500ms``, ``5m`` or ``1h``; None if it is not one."""
+    match = DURATION.match(text.strip())
+    return float(match.group(1)) * _UNIT_S[match.group(2)] if match else None
 
 
 def default_column_cache_bytes() -> int:

@@ -189,3 +189,30 @@ class HistoryError(LakehouseError):
     def __init__(self, message: str, *, table: str):
         self.table = table
         super().__init__(f"history table {table!r}: {message}")
+
+
+class SubscriptionError(LakehouseError):
+    """A view's changes cannot be followed from where the subscriber asked.
+
+    Attributes:
+        view: The view's name.
+    """
+
+    def __init__(self, message: str, *, view: str):
+        self.view = view
+        super().__init__(f"view {view!r}: {message}")
+
+
+class WaitTimeoutError(LakehouseError):
+    """No snapshot of a view reflected a source's snapshot within the time given.
+
+    Attributes:
+        view: The view's name.
+        source: The source's name in the config.
+        version: The source snapshot (Iceberg) or version (Delta) waited for.
+        reason: Why the view is late (its degraded reason), as far as known.
+    """
+
+    def __init__(self, message: str, *, view: str, source: str, version: int, reason: str):
+        self.view, self.source, self.version, self.reason = view, source, version, reason
+        super().__init__(f"view {view!r}: {message}: {reason}")

@@ -169,6 +169,12 @@ class Runtime(AbstractContextManager["Runtime"]):
         spark.sparkContext.setLogLevel(config.spark.log_level)
         return spark
 
+    def view_reader(self, view: str) -> IcebergSourceReader:
+        """A change feed reader of ``view``'s Iceberg table (for its subscribers)."""
+        return IcebergSourceReader(self.spark, self.catalog, self.config.spark.catalog_name,
+                                   view, view, bridge=self.bridge, cache=self.column_cache,
+                                   manifests=self.manifest_cache)
+
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
             return DeltaSourceReader(self.spark, name, source.delta,

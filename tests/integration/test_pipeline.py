@@ -22,10 +22,18 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
+from ivm import WEIGHT
 from ivm.laws import Law
+from lakehouse.api import Pipeline
 from lakehouse.cli import app
 from lakehouse.config import ViewConfig, parse_config
-from lakehouse.errors import ConfigError, RefreshError
+from lakehouse.errors import (
+    ConfigError,
+    RefreshError,
+    SourceError,
+    SubscriptionError,
+    WaitTimeoutError,
+)
 from lakehouse.refresh import refresh_view
 from lakehouse.runtime import Runtime
 from lakehouse.status import view_status
@@ -474,3 +482,59 @@ def test_explain_json_names_each_node_law(config_file: Path, sources: tuple[str,
         stack.extend(node["children"])
     assert tree["incremental"] and tree["key"] == ["carrier", "name"]
     assert laws == {Law.CHANGE_FEED, Law.BILINEAR_JOIN, Law.AFFECTED_KEY_RECOMPUTE}
+
+
+def test_the_python_api_subscribes_to_each_snapshot_and_waits_for_a_source_snapshot(
+    spark: SparkSession, config_file: Path, sources: tuple[str, Path],
+    rest_catalog: RestCatalog,
+) -> None:
+    """Subscriptions replay each view snapshot once as a Z-set; waits answer read-your-writes.
+
+    The pipeline is not closed: that would stop the test session's Spark.
+    """
+    namespace, airlines = sources
+    view, flights = f"{namespace}.by_carrier", f"{namespace}.flights"
+    data = yaml.safe_load(config_file.read_text()) | {
+        "history_table": f"history_{namespace}.refreshes"}
+    config_file.write_text(yaml.safe_dump(data))
+    pipeline = Pipeline(parse_config(data))
+    before = rest_catalog.load_table(flights).current_snapshot().snapshot_id
+    assert pipeline.refresh(view).mode == "full"
+    (initial,) = list(pipeline.subscribe(view, follow=False))
+    content = pipeline.snapshot(view)
+    assert initial.rows.column(WEIGHT).to_pylist() == [1] * content.num_rows
+    assert multiset(tuple(r.values()) for r in initial.rows.drop([WEIGHT]).to_pylist()) == \
+        multiset(tuple(r.values()) for r in content.to_pylist())
+
+    spark.sql(f"INSERT INTO lakehouse.{flights} VALUES ('UA', 9, 4.0), ('KL', 10, 1.0)")
+    produced = rest_catalog.load_table(flights).current_snapshot().snapshot_id
+    with pytest.raises(WaitTimeoutError) as late:
+        pipeline.wait(view, "flights", produced, timeout_s=0.3)
+    assert late.value.reason.startswith("refreshing"), late.value.reason
+    assert pipeline.refresh(view).mode == "incremental"
+    current = rest_catalog.load_table(view).current_snapshot().snapshot_id
+    assert json.loads(_cli("wait", view, "--source", f"flights={produced}", "-c",
+                           str(config_file), "--json"))["snapshot_id"] == current
+    assert pipeline.wait(view, "flights", before, timeout_s=1) == initial.snapshot_id
+    (change,) = list(pipeline.subscribe(view, since=initial.snapshot_id, follow=False))
+    assert change.snapshot_id == current and change.frontier is not None
+    old, new = (multiset(tuple(r.values()) for r in table.to_pylist())
+                for table in (content, pipeline.snapshot(view)))
+    delta = {row: n - old.get(row, 0) for row, n in new.items() if n != old.get(row, 0)}
+    delta |= {row: -n for row, n in old.items() if row not in new}
+    assert {tuple(r[:-1]): r[-1] for r in (tuple(x.values()) for x in change.rows.to_pylist())
+            } == delta  # UA's group changed (-1 old, +1 new); KL has no airline: no row
+
+    with pytest.raises(SourceError, match="has no snapshot 12345"):
+        pipeline.wait(view, "flights", 12345, timeout_s=1)
+    with pytest.raises(ConfigError, match="does not read source"):
+        pipeline.wait(view, "nope", 1, timeout_s=1)
+    with pytest.raises(SubscriptionError, match="no longer in the table's history"):
+        list(pipeline.subscribe(view, since=12345, follow=False))
+    pipeline.suspend(view)
+    spark.sql(f"INSERT INTO lakehouse.{flights} VALUES ('AA', 11, 2.0)")
+    latest = rest_catalog.load_table(flights).current_snapshot().snapshot_id
+    with pytest.raises(WaitTimeoutError) as suspended:
+        pipeline.wait(view, "flights", latest, timeout_s=0.2)
+    assert suspended.value.reason.startswith("suspended since"), suspended.value.reason
+    pipeline.resume(view)

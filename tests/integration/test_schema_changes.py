@@ -215,7 +215,7 @@ def test_the_scheduler_runs_the_other_views_and_status_names_the_stop(
     sources: tuple[str, Path], tmp_path: Path,
 ) -> None:
     """The loop of ``lakehouse run``: a stopped view is reported, the others refresh."""
-    from lakehouse.cli import _report
+    from lakehouse.commands.service import _report
 
     namespace, airlines = sources
     config = _config(catalog_server, namespace, airlines, ICEBERG_VIEWS, ["iceberg"])

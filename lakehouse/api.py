@@ -1,0 +1,279 @@
+"""The Python API: a pipeline from its config, and each CLI command as a call.
+
+Example::
+
+    from lakehouse import Pipeline
+
+    with Pipeline.from_config("lakehouse.yaml") as pipeline:
+        summary = pipeline.refresh("views.by_carrier")   # RefreshSummary
+        rows = pipeline.snapshot("views.by_carrier")     # pyarrow.Table
+        for change in pipeline.subscribe("views.by_carrier", since=last_seen):
+            apply(change.rows)                           # the view's columns + _weight
+            last_seen = change.snapshot_id
+
+Commands that only read the catalog (``snapshot``, ``status``, ``history``, ``suspend``,
+``wait``) start neither Spark nor the refresh machinery; the first ``refresh``,
+``explain`` or ``subscribe`` starts a :class:`lakehouse.runtime.Runtime` (Spark still
+only when a tick needs it). Documented in ``docs/python-api.md``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+
+from lakehouse.catalog_client import open_catalog
+from lakehouse.config import Config, load_config
+from lakehouse.errors import ConfigError, HistoryError
+from lakehouse.history import RefreshHistory
+from lakehouse.status import ViewStatus, view_statuses
+from lakehouse.subscriptions import ViewChange, subscribe
+from lakehouse.wait import WaitRequest, wait_for
+
+if TYPE_CHECKING:
+    from lakehouse.runtime import Runtime
+
+__all__ = ["Pipeline", "RefreshSummary"]
+
+
+@dataclass(frozen=True)
+class RefreshSummary:
+    """What one refresh did (:class:`lakehouse.refresh.RefreshResult`, for callers).
+
+    Attributes:
+        view: The view's name.
+        mode: ``incremental``, ``full`` or ``skipped``.
+        reason: Why in full (or why skipped: suspended), if so.
+        engine: ``local``, ``spark`` or ``none`` (skipped).
+        engine_reason: Why that engine.
+        rows_in: Change feed rows read.
+        rows_out: View delta rows committed (+ and -), or rows written in full.
+        duration_s: Wall time, in seconds.
+        frontier: The source versions the view reflects afterwards.
+        sinks: The sink kinds committed to.
+        suspended_since: When the view was suspended (ISO 8601, UTC), if it is.
+    """
+
+    view: str
+    mode: str
+    reason: str | None
+    engine: str
+    engine_reason: str
+    rows_in: int
+    rows_out: int
+    duration_s: float
+    frontier: dict[str, int]
+    sinks: list[str]
+    suspended_since: str | None = None
+
+
+class Pipeline(AbstractContextManager["Pipeline"]):
+    """One pipeline (its ``lakehouse.yaml``), driven from Python.
+
+    Args:
+        config: The validated configuration.
+    """
+
+    def __init__(self, config: Config):
+        self.config = config
+        self._stack = ExitStack()
+        self._runtime: Runtime | None = None
+        self._catalog: Catalog | None = None
+
+    @classmethod
+    def from_config(cls, path: str | Path) -> Pipeline:
+        """The pipeline of the config file at ``path``.
+
+        Raises:
+            lakehouse.errors.ConfigError: The file is missing or invalid (the error names
+                the key at fault).
+        """
+        return cls(load_config(Path(path)))
+
+    @property
+    def runtime(self) -> Runtime:
+        """The refresh machinery, started on first use (no Spark until a tick needs it)."""
+        if self._runtime is None:
+            from lakehouse.runtime import Runtime
+
+            self._runtime = self._stack.enter_context(Runtime(self.config))
+        return self._runtime
+
+    @property
+    def catalog(self) -> Catalog:
+        """A client of the pipeline's catalog (the runtime's, once it runs)."""
+        if self._runtime is not None:
+            return self._runtime.catalog
+        if self._catalog is None:
+            self._catalog = self._stack.enter_context(open_catalog(self.config))
+        return self._catalog
+
+    def refresh(self, view: str, *, full: bool = False) -> RefreshSummary:
+        """Refresh ``view`` now, after the views it reads; even a suspended one.
+
+        Args:
+            view: The view's name.
+            full: Recompute it and swap each sink's content in one commit.
+
+        Raises:
+            lakehouse.errors.ConfigError: No view has that name.
+            lakehouse.errors.RefreshError: A source or sink failed.
+            ivm.IvmError: The view's SQL does not compile.
+        """
+        result = self.runtime.refresh(self.config.view(view), full=full, manual=True)
+        return RefreshSummary(
+            result.view, result.mode, result.reason, result.engine, result.engine_reason,
+            result.rows_in, result.rows_out, result.duration_s, result.frontier,
+            result.sinks, self.runtime.suspended().get(result.view))
+
+    def snapshot(self, view: str, snapshot_id: int | None = None) -> pa.Table:
+        """The view's rows at its current snapshot (or ``snapshot_id``), from its Iceberg table.
+
+        Raises:
+            lakehouse.errors.ConfigError: No view has that name.
+            lakehouse.errors.SubscriptionError: The view has no table yet.
+        """
+        from lakehouse.errors import SubscriptionError
+
+        name = self.config.view(view).name
+        try:
+            table = self.catalog.load_table(name)
+        except NoSuchTableError:
+            raise SubscriptionError("the view has no table yet (it is built by its first "
+                                    "refresh)", view=name) from None
+        return table.scan(snapshot_id=snapshot_id).to_arrow()
+
+    def explain(self, view: str) -> str:
+        """How each part of ``view`` is maintained (laws, keys, state read, engine)."""
+        from ivm import explain
+
+        return explain(self.runtime.plan(self.config.view(view)))
+
+    def explain_tree(self, view: str) -> dict[str, Any]:
+        """:meth:`explain` as JSON-ready data (:func:`ivm.explain.explain_tree`)."""
+        from ivm.explain import explain_tree
+
+        return explain_tree(self.runtime.plan(self.config.view(view)))
+
+    def status(self) -> list[ViewStatus]:
+        """Each view's frontier, lag, rows, state (ok, suspended, stopped and why)."""
+        return view_statuses(self.config, self.catalog)
+
+    def history(self, view: str | None = None, limit: int | None = 20) -> pa.Table:
+        """The recorded refreshes, newest first (:data:`lakehouse.history.HISTORY_SCHEMA`).
+
+        Raises:
+            lakehouse.errors.ConfigError: No view has that name, or no history is kept.
+            lakehouse.errors.HistoryError: The history table cannot be read.
+        """
+        name = self.config.view(view).name if view is not None else None
+        return self._history("no history is kept").read(name, limit)
+
+    def suspend(self, view: str) -> None:
+        """Stop refreshing ``view`` on its schedule (persisted in the catalog)."""
+        self._history("views are suspended in the history table's properties").suspend(
+            self.config.view(view).name)
+
+    def resume(self, view: str) -> None:
+        """Refresh ``view`` on its schedule again."""
+        self._history("views are suspended in the history table's properties").resume(
+            self.config.view(view).name)
+
+    def subscribe(self, view: str, since: int | None = None, *, follow: bool = True,
+                  stop: threading.Event | None = None) -> Iterator[ViewChange]:
+        """Each later snapshot of ``view`` as a Z-set (:func:`lakehouse.subscriptions.subscribe`).
+
+        Args:
+            view: The view's name.
+            since: The last snapshot already processed; None: first the current content.
+            follow: Wait for new snapshots until ``stop`` is set; False: stop once caught up.
+            stop: Ends a following subscription.
+
+        Raises:
+            lakehouse.errors.SubscriptionError: ``since`` was expired, or (not following)
+                the view has no table yet.
+        """
+        name = self.config.view(view).name
+        return subscribe(self.catalog, self.runtime.view_reader(name), since, follow=follow,
+                         stop=stop)
+
+    def wait(self, view: str, source: str, version: int, timeout_s: float = 60.0) -> int:
+        """The first snapshot of ``view`` that reflects ``source`` at ``version``.
+
+        Args:
+            view: The view's name.
+            source: A source the view reads (its name in the config).
+            version: The source's snapshot id (Iceberg) or version (Delta).
+            timeout_s: Seconds to wait at most.
+
+        Raises:
+            lakehouse.errors.ConfigError: No such view, or the view does not read the source.
+            lakehouse.errors.SourceError: The source has no such snapshot or version.
+            lakehouse.errors.WaitTimeoutError: No snapshot reflected it in time; its
+                ``reason`` says why the view is late.
+        """
+        from ivm import IvmError, referenced_sources
+
+        name = self.config.view(view).name
+        try:
+            reads = referenced_sources(self.config.view(view).sql) & set(self.config.sources)
+        except IvmError as error:
+            raise ConfigError(str(error), key=f"views.{name}.sql") from None
+        if source not in reads:
+            raise ConfigError(f"view {name!r} does not read source {source!r} (it reads "
+                              f"{sorted(reads)})", key="--source")
+        request = WaitRequest(name, source, version)
+        return wait_for(self.config, self.catalog, request, timeout_s,
+                        lambda: self.late_reason(name))
+
+    def late_reason(self, view: str) -> str:
+        """Why ``view`` is behind its sources, by the degraded reason's name.
+
+        ``suspended``, ``source unavailable``/``schema changed`` (the view is stopped),
+        ``refresh failing`` (its last recorded refresh failed), else ``refreshing`` (no
+        refresh has reached the sources' versions yet).
+        """
+        state = next(s for s in self.status() if s.view == view)
+        if state.suspended_since:
+            return f"suspended since {state.suspended_since}"
+        if state.stopped:
+            return f"{_stopped_kind(state.stopped)}: {state.stopped}"
+        try:
+            last = self.history(view, 1).to_pylist()
+        except (ConfigError, HistoryError):
+            last = []
+        if last and last[0]["mode"] == "failed":
+            return f"refresh failing: {last[0]['error']}"
+        return f"refreshing: its frontier is {state.frontier}, the sources are at {state.current}"
+
+    def _history(self, without: str) -> RefreshHistory:
+        if self.config.history_table is None:
+            raise ConfigError(f"null: {without}", key="history_table")
+        return RefreshHistory(self.catalog, self.config.history_table)
+
+    def close(self) -> None:
+        """Stop what the pipeline started (its runtime, a catalog it served)."""
+        self._stack.close()
+        self._runtime = self._catalog = None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+def _stopped_kind(stopped: str) -> str:
+    """The degraded reason of a stopped view (:attr:`ViewStatus.stopped`)."""
+    if "table is missing" in stopped:
+        return "source unavailable"
+    if "does not parse" in stopped or "not among the sources" in stopped:
+        return "refresh failing"
+    return "schema changed"

@@ -1,0 +1,124 @@
+"""Follow a view's changes: each snapshot of its Iceberg table as a Z-set, resumable.
+
+A subscriber names the last snapshot it processed (``since``); it then receives every later
+snapshot of the view table's ``main`` branch exactly once, in commit order, as the Z-set of
+rows the snapshot added (weight +1) and removed (weight -1), computed by the change feed
+of :class:`lakehouse.sources.iceberg.IcebergSourceReader` (the same one a view reading
+this view uses). Without ``since`` the first change is the current content, all +1
+(a snapshot, then its updates). Since the record is the table's snapshots, a subscriber
+that was away catches up, as long as the snapshot it names has not been expired.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
+
+from lakehouse.errors import SubscriptionError
+from lakehouse.sources.iceberg import IcebergSourceReader
+from lakehouse.spark.arrow import to_arrow
+from sinks.frontier import FRONTIER_KEY, decode_frontier
+
+__all__ = ["ViewChange", "snapshots_after", "subscribe"]
+
+POLL_S = 0.5
+"""How often a following subscription looks for new snapshots (one catalog load)."""
+
+
+@dataclass(frozen=True)
+class ViewChange:
+    """One snapshot of a view, as the change it made.
+
+    Attributes:
+        view: The view's name.
+        snapshot_id: The view table's snapshot; pass it as ``since`` to resume after it.
+        frontier: The source versions the snapshot reflects (None: not committed by a
+            refresh).
+        committed_at_ms: When the snapshot was committed (ms since the epoch).
+        rows: The view's columns plus ``_weight`` (int64): +1 added, -1 removed,
+            consolidated (no row with weight 0).
+    """
+
+    view: str
+    snapshot_id: int
+    frontier: dict[str, int] | None
+    committed_at_ms: int
+    rows: pa.Table
+
+
+def subscribe(catalog: Catalog, reader: IcebergSourceReader, since: int | None = None, *,
+              follow: bool = True, poll_s: float = POLL_S,
+              stop: threading.Event | None = None) -> Iterator[ViewChange]:
+    """Yield each snapshot of the view table after ``since`` as a :class:`ViewChange`.
+
+    Args:
+        catalog: The pipeline's catalog.
+        reader: A change feed reader of the view's table (``reader.identifier``).
+        since: The last snapshot already processed; None: start with the current content.
+        follow: Keep waiting for new snapshots (until ``stop`` is set); False: return once
+            caught up.
+        poll_s: Seconds between looks for new snapshots while following.
+        stop: Ends a following subscription at its next look.
+
+    Raises:
+        SubscriptionError: ``since`` is not in the table's history (expired, or the
+            table was replaced), or the table does not exist and ``follow`` is False.
+    """
+    stop = stop or threading.Event()
+    last = since
+    while True:
+        table = _table(catalog, reader.identifier, must_exist=not follow)
+        chain = snapshots_after(table, last, reader.identifier) if table is not None else []
+        for snapshot in chain:
+            yield _change(reader, last, snapshot)
+            last = snapshot.snapshot_id
+        if not follow or stop.wait(poll_s):
+            return
+
+
+def snapshots_after(table: Table, since: int | None, view: str) -> list[Snapshot]:
+    """The snapshots of ``table`` (view ``view``)'s ``main`` after ``since``, oldest first.
+
+    ``since`` None: the current snapshot alone (its whole content is the first change).
+
+    Raises:
+        SubscriptionError: ``since`` is not an ancestor of the current snapshot.
+    """
+    current = table.current_snapshot()
+    if current is None:
+        return []
+    if since is None:
+        return [current]
+    chain: list[Snapshot] = []
+    for snapshot in ancestors_of(current, table.metadata):
+        if snapshot.snapshot_id == since:
+            return chain[::-1]
+        chain.append(snapshot)
+    raise SubscriptionError(
+        f"snapshot {since} is no longer in the table's history (expired, or the table was "
+        "replaced): subscribe again without since, from its current content", view=view)
+
+
+def _change(reader: IcebergSourceReader, last: int | None, snapshot: Snapshot) -> ViewChange:
+    feed = reader.change_feed(last, snapshot.snapshot_id)
+    rows = feed.arrow if feed.arrow is not None else to_arrow(feed.rows)
+    summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+    return ViewChange(reader.identifier, snapshot.snapshot_id,
+                      decode_frontier(summary.get(FRONTIER_KEY)), snapshot.timestamp_ms, rows)
+
+
+def _table(catalog: Catalog, identifier: str, *, must_exist: bool) -> Table | None:
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        if must_exist:
+            raise SubscriptionError("the view has no table yet (it is built by its first "
+                                    "refresh)", view=identifier) from None
+        return None
