@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from catalog_api.api.main import api_router
 from catalog_api.api.routes.config import API_PREFIX
@@ -53,7 +53,7 @@ def _add_middlewares(app: FastAPI, settings: CatalogSettings) -> None:
     app.add_middleware(PrefixMiddleware, prefixes=prefixes or frozenset())
 
 
-def create_app(settings: CatalogSettings) -> FastAPI:
+def create_app(settings: CatalogSettings, routers: Sequence[APIRouter] = ()) -> FastAPI:
     """Build the catalog application.
 
     The REST API is served under ``/iceberg/v1/...``, its OpenAPI page at ``/iceberg/docs``
@@ -61,6 +61,8 @@ def create_app(settings: CatalogSettings) -> FastAPI:
 
     Args:
         settings: Service settings.
+        routers: More routes, served behind the same middlewares (authentication
+            included) and error model: the pipeline's (``/lakehouse/v1``).
 
     Returns:
         The FastAPI application (``app.state.store`` holds its ``CatalogStore``,
@@ -109,6 +111,8 @@ def create_app(settings: CatalogSettings) -> FastAPI:
     install_error_handlers(app)
     _add_middlewares(app, settings)
     app.include_router(api_router, prefix=API_PREFIX)
+    for router in routers:
+        app.include_router(router)
 
     @app.get("/healthz", tags=["Health"], summary="Liveness probe")
     def healthz() -> dict[str, str]:

@@ -9,9 +9,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import uvicorn
+from fastapi import APIRouter
 
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.app import create_app
@@ -141,6 +143,7 @@ def serve_in_thread(
     port: int = 0,
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
     log_level: str = "warning",
+    routers: Sequence[APIRouter] = (),
 ) -> RunningServer:
     """Start the catalog under uvicorn in a daemon thread and wait until it answers.
 
@@ -150,6 +153,7 @@ def serve_in_thread(
         port: Port to listen on; 0 picks a free one (see ``RunningServer.port``).
         startup_timeout_s: Seconds to wait for ``/healthz`` to answer.
         log_level: uvicorn log level.
+        routers: More routes (:func:`catalog_api.app.create_app`).
 
     Returns:
         The running server; call ``stop()`` when done.
@@ -162,7 +166,7 @@ def serve_in_thread(
     check_exposure(settings, host, port)
     sock = _bind(host, port)
     try:
-        app = create_app(settings)
+        app = create_app(settings, routers)
     except BaseException:
         sock.close()
         raise
@@ -179,7 +183,8 @@ def serve_in_thread(
 
 
 def serve(
-    settings: CatalogSettings, host: str = "127.0.0.1", port: int = 8181, log_level: str = "info"
+    settings: CatalogSettings, host: str = "127.0.0.1", port: int = 8181, log_level: str = "info",
+    routers: Sequence[APIRouter] = (),
 ) -> None:
     """Run the catalog in the foreground until interrupted (Ctrl-C / SIGTERM).
 
@@ -190,6 +195,7 @@ def serve(
         host: Address to listen on.
         port: Port to listen on.
         log_level: uvicorn log level.
+        routers: More routes (:func:`catalog_api.app.create_app`).
 
     Raises:
         ListenError: If the address cannot be bound (e.g. it is already in use), or is not
@@ -198,7 +204,7 @@ def serve(
     """
     check_exposure(settings, host, port)
     sock = _bind(host, port)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level=log_level))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, routers), log_level=log_level))
     uri = f"{_base_url(host, sock.getsockname()[1])}{API_PREFIX}"
     logging.getLogger("uvicorn.error").info("Catalog base URI: %s (Ctrl-C to stop)", uri)
     server.run(sockets=[sock])

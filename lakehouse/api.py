@@ -11,9 +11,9 @@ Example::
             apply(change.rows)                           # the view's columns + _weight
             last_seen = change.snapshot_id
 
-Commands that only read the catalog (``snapshot``, ``status``, ``history``, ``suspend``,
-``wait``) start neither Spark nor the refresh machinery; the first ``refresh``,
-``explain`` or ``subscribe`` starts a :class:`lakehouse.runtime.Runtime` (Spark still
+Calls that only read the catalog (``snapshot``, ``status``, ``history``, ``suspend``,
+``resume``, ``subscribe``, ``wait``) start neither Spark nor the refresh machinery; the
+first ``refresh`` or ``explain`` starts a :class:`lakehouse.runtime.Runtime` (Spark still
 only when a tick needs it). Documented in ``docs/python-api.md``.
 """
 
@@ -81,13 +81,15 @@ class Pipeline(AbstractContextManager["Pipeline"]):
 
     Args:
         config: The validated configuration.
+        catalog: The catalog client to read with, instead of one with the pipeline's own
+            credential (the service passes one acting as its caller).
     """
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, catalog: Catalog | None = None):
         self.config = config
         self._stack = ExitStack()
         self._runtime: Runtime | None = None
-        self._catalog: Catalog | None = None
+        self._given = self._catalog = catalog
 
     @classmethod
     def from_config(cls, path: str | Path) -> Pipeline:
@@ -110,7 +112,9 @@ class Pipeline(AbstractContextManager["Pipeline"]):
 
     @property
     def catalog(self) -> Catalog:
-        """A client of the pipeline's catalog (the runtime's, once it runs)."""
+        """A client of the pipeline's catalog (the one given, else the runtime's once it runs)."""
+        if self._given is not None:
+            return self._given
         if self._runtime is not None:
             return self._runtime.catalog
         if self._catalog is None:
@@ -202,8 +206,7 @@ class Pipeline(AbstractContextManager["Pipeline"]):
             lakehouse.errors.SubscriptionError: ``since`` was expired, or (not following)
                 the view has no table yet.
         """
-        name = self.config.view(view).name
-        return subscribe(self.catalog, self.runtime.view_reader(name), since, follow=follow,
+        return subscribe(self.catalog, self.config.view(view).name, since, follow=follow,
                          stop=stop)
 
     def wait(self, view: str, source: str, version: int, timeout_s: float = 60.0) -> int:
@@ -263,7 +266,7 @@ class Pipeline(AbstractContextManager["Pipeline"]):
     def close(self) -> None:
         """Stop what the pipeline started (its runtime, a catalog it served)."""
         self._stack.close()
-        self._runtime = self._catalog = None
+        self._runtime, self._catalog = None, self._given
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:

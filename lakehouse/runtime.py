@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 def start_catalog(config: Config, port: int | None = None) -> RunningServer:
     """Start the embedded REST catalog in this process (``catalog.embedded``).
 
+    It serves the pipeline's routes too (:mod:`lakehouse.routes`).
+
     Args:
         config: The validated configuration; the catalog listens on ``catalog.listen``.
         port: A port instead of ``catalog.listen``'s (0: a free one).
@@ -86,9 +88,11 @@ def start_catalog(config: Config, port: int | None = None) -> RunningServer:
     prepare_warehouse(config)
     try:
         from catalog_api.server import serve_in_thread  # the web app: only when serving
+        from lakehouse.routes import views_router
 
         return serve_in_thread(catalog_settings(config), config.catalog.host,
-                               config.catalog.port if port is None else port)
+                               config.catalog.port if port is None else port,
+                               routers=[views_router(config)])
     except AuthSetupError as error:
         raise auth_config_error(error) from None
     except CatalogListenError as error:
@@ -168,12 +172,6 @@ class Runtime(AbstractContextManager["Runtime"]):
         # Iceberg's "Unclosed ResolvingFileIO" warnings print whole stack traces.
         spark.sparkContext.setLogLevel(config.spark.log_level)
         return spark
-
-    def view_reader(self, view: str) -> IcebergSourceReader:
-        """A change feed reader of ``view``'s Iceberg table (for its subscribers)."""
-        return IcebergSourceReader(self.spark, self.catalog, self.config.spark.catalog_name,
-                                   view, view, bridge=self.bridge, cache=self.column_cache,
-                                   manifests=self.manifest_cache)
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):

@@ -2,9 +2,10 @@
 
 A subscriber names the last snapshot it processed (``since``); it then receives every later
 snapshot of the view table's ``main`` branch exactly once, in commit order, as the Z-set of
-rows the snapshot added (weight +1) and removed (weight -1), computed by the change feed
-of :class:`lakehouse.sources.iceberg.IcebergSourceReader` (the same one a view reading
-this view uses). Without ``since`` the first change is the current content, all +1
+rows the snapshot added (weight +1) and removed (weight -1), computed in Arrow by the
+change feed of :class:`lakehouse.sources.iceberg.IcebergSourceReader` (the same one a view
+reading this view uses; :meth:`~lakehouse.sources.iceberg.IcebergSourceReader.arrow_change`,
+no Spark). Without ``since`` the first change is the current content, all +1
 (a snapshot, then its updates). Since the record is the table's snapshots, a subscriber
 that was away catches up, as long as the snapshot it names has not been expired.
 """
@@ -14,19 +15,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
+from typing import cast
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyspark.sql import SparkSession
 
 from lakehouse.errors import SubscriptionError
 from lakehouse.sources.iceberg import IcebergSourceReader
-from lakehouse.spark.arrow import to_arrow
+from lakehouse.spark.lazy import LazySession
 from sinks.frontier import FRONTIER_KEY, decode_frontier
 
-__all__ = ["ViewChange", "snapshots_after", "subscribe"]
+__all__ = ["Subscription", "ViewChange", "snapshots_after", "subscribe"]
 
 POLL_S = 0.5
 """How often a following subscription looks for new snapshots (one catalog load)."""
@@ -53,14 +57,50 @@ class ViewChange:
     rows: pa.Table
 
 
-def subscribe(catalog: Catalog, reader: IcebergSourceReader, since: int | None = None, *,
+class Subscription:
+    """Where one subscriber is in a view's snapshots; each call hands out the next change.
+
+    Reads with pyiceberg only: no Spark session is started.
+
+    Args:
+        catalog: The pipeline's catalog (a client whose caller may read the view).
+        view: The view's name (its Iceberg table's identifier).
+        since: The last snapshot already processed; None: start with the current content.
+    """
+
+    def __init__(self, catalog: Catalog, view: str, since: int | None = None):
+        self.catalog = catalog
+        self.view = view
+        self.last = since
+        no_spark = cast("SparkSession", LazySession(partial(_no_spark, view)))  # never started
+        self.reader = IcebergSourceReader(no_spark, catalog, "", view, view)
+
+    def next_change(self, *, must_exist: bool = False) -> ViewChange | None:
+        """The change of the snapshot after :attr:`last`, which it then becomes.
+
+        None when caught up, or when the view has no table yet. One catalog load.
+
+        Raises:
+            SubscriptionError: :attr:`last` is not in the table's history (expired, or the
+                table was replaced), or the table does not exist and ``must_exist``.
+        """
+        table = _table(self.catalog, self.view, must_exist=must_exist)
+        chain = snapshots_after(table, self.last, self.view) if table is not None else []
+        if not chain:
+            return None
+        change = _change(self.reader, self.last, chain[0])
+        self.last = change.snapshot_id
+        return change
+
+
+def subscribe(catalog: Catalog, view: str, since: int | None = None, *,
               follow: bool = True, poll_s: float = POLL_S,
               stop: threading.Event | None = None) -> Iterator[ViewChange]:
     """Yield each snapshot of the view table after ``since`` as a :class:`ViewChange`.
 
     Args:
-        catalog: The pipeline's catalog.
-        reader: A change feed reader of the view's table (``reader.identifier``).
+        catalog: The pipeline's catalog (a client whose caller may read the view).
+        view: The view's name (its Iceberg table's identifier).
         since: The last snapshot already processed; None: start with the current content.
         follow: Keep waiting for new snapshots (until ``stop`` is set); False: return once
             caught up.
@@ -68,18 +108,16 @@ def subscribe(catalog: Catalog, reader: IcebergSourceReader, since: int | None =
         stop: Ends a following subscription at its next look.
 
     Raises:
-        SubscriptionError: ``since`` is not in the table's history (expired, or the
-            table was replaced), or the table does not exist and ``follow`` is False.
+        SubscriptionError: As :meth:`Subscription.next_change`; the table must exist
+            unless ``follow``.
     """
     stop = stop or threading.Event()
-    last = since
+    subscription = Subscription(catalog, view, since)
     while True:
-        table = _table(catalog, reader.identifier, must_exist=not follow)
-        chain = snapshots_after(table, last, reader.identifier) if table is not None else []
-        for snapshot in chain:
-            yield _change(reader, last, snapshot)
-            last = snapshot.snapshot_id
-        if not follow or stop.wait(poll_s):
+        change = subscription.next_change(must_exist=not follow)
+        if change is not None:
+            yield change
+        elif not follow or stop.wait(poll_s):
             return
 
 
@@ -107,8 +145,7 @@ def snapshots_after(table: Table, since: int | None, view: str) -> list[Snapshot
 
 
 def _change(reader: IcebergSourceReader, last: int | None, snapshot: Snapshot) -> ViewChange:
-    feed = reader.change_feed(last, snapshot.snapshot_id)
-    rows = feed.arrow if feed.arrow is not None else to_arrow(feed.rows)
+    rows = reader.arrow_change(last, snapshot.snapshot_id)
     summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
     return ViewChange(reader.identifier, snapshot.snapshot_id,
                       decode_frontier(summary.get(FRONTIER_KEY)), snapshot.timestamp_ms, rows)
@@ -122,3 +159,7 @@ def _table(catalog: Catalog, identifier: str, *, must_exist: bool) -> Table | No
             raise SubscriptionError("the view has no table yet (it is built by its first "
                                     "refresh)", view=identifier) from None
         return None
+
+
+def _no_spark(view: str) -> SparkSession:
+    raise SubscriptionError("following this view would need Spark", view=view)

@@ -96,6 +96,8 @@ def serve(config: ConfigOption = Path("lakehouse.yaml"),
           port: Annotated[int | None, typer.Option(help="Listen port.")] = None) -> None:
     """Run the Iceberg REST catalog service (base URI http://HOST:PORT/iceberg).
 
+    It also serves the pipeline's routes under /lakehouse/v1 (follow a view, wait).
+
     Without ``catalog.auth`` it only listens on loopback.
     """
     from catalog_api.errors import ListenError as CatalogListenError
@@ -103,13 +105,14 @@ def serve(config: ConfigOption = Path("lakehouse.yaml"),
     from catalog_api.server import serve as serve_catalog
     from lakehouse.catalog_client import auth_config_error, catalog_settings
     from lakehouse.errors import ListenError
+    from lakehouse.routes import views_router
     from lakehouse.storage_probe import prepare_warehouse
 
     settings = load(config)
     try:
         prepare_warehouse(settings)
-        serve_catalog(catalog_settings(settings),
-                      host or settings.catalog.host, port or settings.catalog.port)
+        serve_catalog(catalog_settings(settings), host or settings.catalog.host,
+                      port or settings.catalog.port, routers=[views_router(settings)])
     except AuthSetupError as error:
         raise fail(auth_config_error(error)) from None
     except CatalogListenError as error:

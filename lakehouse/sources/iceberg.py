@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.metadata import TableMetadata
@@ -28,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from ivm import WEIGHT, KeyValues, consolidate, with_weight
+from ivm.arrow_diff import consolidate as arrow_consolidate
 from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, projected
@@ -233,22 +235,14 @@ class IcebergSourceReader:
         if old == new:
             return self._empty(new, projected(self.snapshot(new).schema.names, columns))
         table = self._table()  # fresh (once per tick): ``old`` may have been expired since
-        chain = lineage(table.metadata, old, new, source=self.name)
         at_new = _snapshot_schema(table, new)
         names = projected([f.name for f in at_new.fields], columns)
-        changed: ChangedFiles | None = None
-        if chain.snapshots is None:
-            log.warning("source %r: %s; comparing whole snapshots %s and %s (reads the table "
-                        "twice)", self.name, chain.reason, old, new)
-        else:
-            changed = changed_files(table.metadata, table.io, chain.snapshots, self.manifests)
-            if not changed.paths:
-                return self._empty(new, names)
-        paths = changed.paths if changed is not None else None
+        changed = self._changed_files(table, old, new)
+        if changed is not None and not changed.paths:
+            return self._empty(new, names)
         if in_arrow and self.bridge is not None and not (_has_equality_deletes(table, old)
                                                          or _has_equality_deletes(table, new)):
-            rows = arrow_change_feed(table, old, new, paths, at_new.select(*names), self.cache,
-                                     lambda version: self._scan_tasks(table, version)).rows
+            rows = self._arrow_feed(table, old, new, changed, at_new.select(*names))
             bridge = self.bridge
 
             def spark_rows() -> DataFrame:  # resolves the snapshot only if Spark reads it
@@ -258,6 +252,62 @@ class IcebergSourceReader:
             return ChangeFeed(spark_rows, rows)
         return self._spark_feed(old, new, changed, at_new.select(*names),
                                 table.schema().column_names)
+
+    def arrow_change(self, old: int | None, new: int,
+                     columns: Collection[str] | None = None) -> pa.Table:
+        """The change between two snapshots as a consolidated Z-set, in Arrow, without Spark.
+
+        What :meth:`change_feed` computes in Arrow, for a reader with no Spark at hand (a
+        subscriber of a view, :mod:`lakehouse.subscriptions`): ``old`` None reads the whole
+        snapshot ``new`` (weight 1), with pyiceberg.
+
+        Returns:
+            The table's columns at ``new`` (or ``columns``) plus ``_weight`` (int64).
+
+        Raises:
+            SnapshotExpiredError: ``old`` was expired.
+            SourceError: The table or a snapshot does not exist, or a snapshot has
+                equality deletes (which pyiceberg does not apply).
+        """
+        table = self._table()
+        schema = _snapshot_schema(table, new)
+        at_new = schema.select(*projected([f.name for f in schema.fields], columns))
+        if _has_equality_deletes(table, new) or (
+                old is not None and _has_equality_deletes(table, old)):
+            raise SourceError("a snapshot has equality deletes, which only Spark applies",
+                              source=self.name)
+        if old is None:
+            rows = table.scan(snapshot_id=new, selected_fields=tuple(at_new.column_names)
+                              ).to_arrow()
+            return arrow_consolidate(rows.append_column(
+                WEIGHT, pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)))
+        changed = self._changed_files(table, old, new) if old != new else None
+        if old == new or (changed is not None and not changed.paths):
+            empty = schema_to_pyarrow(at_new, include_field_ids=False).empty_table()
+            return empty.append_column(WEIGHT, pa.array([], pa.int64()))
+        return self._arrow_feed(table, old, new, changed, at_new)
+
+    def _changed_files(self, table: Table, old: int, new: int) -> ChangedFiles | None:
+        """The files that changed from ``old`` to ``new``, if a lineage links them.
+
+        None (logged) when none does: the whole snapshots are compared then.
+
+        Raises:
+            SnapshotExpiredError: ``old`` was expired.
+        """
+        chain = lineage(table.metadata, old, new, source=self.name)
+        if chain.snapshots is None:
+            log.warning("source %r: %s; comparing whole snapshots %s and %s (reads the table "
+                        "twice)", self.name, chain.reason, old, new)
+            return None
+        return changed_files(table.metadata, table.io, chain.snapshots, self.manifests)
+
+    def _arrow_feed(self, table: Table, old: int, new: int, changed: ChangedFiles | None,
+                    schema: Schema) -> pa.Table:
+        """The change read in Arrow (:func:`arrow_change_feed`), in ``schema``'s columns."""
+        paths = changed.paths if changed is not None else None
+        return arrow_change_feed(table, old, new, paths, schema, self.cache,
+                                 lambda version: self._scan_tasks(table, version)).rows
 
     def _spark_feed(self, old: int, new: int, changed: ChangedFiles | None, schema: Schema,
                     table_columns: Collection[str]) -> ChangeFeed:
