@@ -239,24 +239,28 @@ class Pipeline(AbstractContextManager["Pipeline"]):
                         lambda: self.late_reason(name))
 
     def late_reason(self, view: str) -> str:
-        """Why ``view`` is behind its sources, by the degraded reason's name.
+        """Why ``view`` is behind its sources: its degraded reason, with the details.
 
-        ``suspended``, ``source unavailable``/``schema changed`` (the view is stopped),
-        ``refresh failing`` (its last recorded refresh failed), else ``refreshing`` (no
-        refresh has reached the sources' versions yet).
+        The status's (:attr:`lakehouse.status.ViewStatus.degraded`: ``suspended``,
+        ``source unavailable``, ``schema changed``, ``refresh failing``, ``over target``),
+        else ``refresh failing`` when its last recorded refresh failed, else
+        ``refreshing`` (no refresh has reached the sources' versions yet).
         """
         state = next(s for s in self.status() if s.view == view)
         if state.suspended_since:
             return f"suspended since {state.suspended_since}"
         if state.stopped:
-            return f"{_stopped_kind(state.stopped)}: {state.stopped}"
+            return f"{state.degraded}: {state.stopped}"
         try:
             last = self.history(view, 1).to_pylist()
         except (ConfigError, HistoryError):
             last = []
         if last and last[0]["mode"] == "failed":
             return f"refresh failing: {last[0]['error']}"
-        return f"refreshing: its frontier is {state.frontier}, the sources are at {state.current}"
+        detail = f"its frontier is {state.frontier}, the sources are at {state.current}"
+        if state.degraded:  # over target
+            return f"{state.degraded} ({state.target_lag}): {detail}"
+        return f"refreshing: {detail}"
 
     def _history(self, without: str) -> RefreshHistory:
         if self.config.history_table is None:
@@ -272,11 +276,3 @@ class Pipeline(AbstractContextManager["Pipeline"]):
                  traceback: TracebackType | None) -> None:
         self.close()
 
-
-def _stopped_kind(stopped: str) -> str:
-    """The degraded reason of a stopped view (:attr:`ViewStatus.stopped`)."""
-    if "table is missing" in stopped:
-        return "source unavailable"
-    if "does not parse" in stopped or "not among the sources" in stopped:
-        return "refresh failing"
-    return "schema changed"

@@ -43,6 +43,8 @@ the few other columns the view reads (8 to 16 bytes each), which a scattered cha
 decodes whole. :attr:`Config.driver_read_max_rows` lets a read scan as many rows as the
 cache can keep, so that a partner decoded once stays decoded."""
 
+DOWNSTREAM = "downstream"
+"""``target_lag`` of a view refreshed only when a view that reads it refreshes."""
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -279,6 +281,11 @@ class ViewConfig(_Strict):
         sinks: Where each refresh is committed.
         engine: The engine of the view's incremental ticks (:data:`EngineSetting`); the
             top-level ``engine`` when omitted.
+        target_lag: How stale the view may be: a duration (``5s``, ``10m``), or
+            ``downstream`` (refreshed only when a view that reads it refreshes). Without an
+            explicit ``every``, a duration sets the cadence (:mod:`lakehouse.scheduler`);
+            either way the lag is measured against it (SLO compliance, the ``over target``
+            degraded reason).
     """
 
     name: str
@@ -289,6 +296,19 @@ class ViewConfig(_Strict):
     full_refresh_ratio: float = Field(default=DEFAULT_FULL_REFRESH_RATIO, gt=0)
     sinks: list[Sink] = Field(default_factory=lambda: list(ALL_SINKS), min_length=1)
     engine: EngineSetting | None = None
+    target_lag: str | None = None
+
+    @field_validator("target_lag")
+    @classmethod
+    def _target_lag(cls, value: str | None) -> str | None:
+        if value is None or value == DOWNSTREAM or duration_s(value) is not None:
+            return value
+        raise ValueError("expected a duration like 5s or 10m, or downstream")
+
+    @property
+    def target_lag_s(self) -> float | None:
+        """The target lag in seconds when it is a duration, else None."""
+        return duration_s(self.target_lag) if self.target_lag else None
 
     @field_validator("name")
     @classmethod
@@ -382,6 +402,11 @@ class Config(_Strict):
             raise ValueError(f"view names must be unique; repeated: {sorted(duplicates)}")
         if self.history_table in names:
             raise ValueError(f"history_table {self.history_table!r} is also a view's name")
+        read = {source.view for source in self.sources.values() if isinstance(source, ViewSource)}
+        for view in self.views:
+            if view.target_lag == DOWNSTREAM and view.name not in read:
+                raise ValueError(f"view {view.name!r} has target_lag downstream, but no "
+                                 "source reads it: nothing would refresh it")
         for name, source in self.sources.items():
             if isinstance(source, ViewSource) and source.view not in names:
                 raise ValueError(f"source {name!r} reads view {source.view!r}, which is not "

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the refreshes: freshness lag, tick duration, rows in and out.
+"""Prometheus metrics of the refreshes: lag against target, SLO, tick duration, rows.
 
 Exposed by ``lakehouse run --metrics-listen HOST:PORT`` at ``/metrics``.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from lakehouse.errors import ListenError
 from lakehouse.refresh import RefreshResult
+from lakehouse.slo import FreshnessLog
 
 __all__ = ["LISTEN_KEY", "RefreshMetrics", "check_listen"]
 
@@ -43,11 +44,37 @@ class _LagCollector(Collector):
         yield gauge
 
 
+class _TargetCollector(Collector):
+    """Each view's target lag, SLO compliance and degraded reason (:mod:`lakehouse.slo`)."""
+
+    def __init__(self, metrics: RefreshMetrics):
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        targets = GaugeMetricFamily("lakehouse_view_target_lag_seconds",
+                                    "The view's target lag.", labels=["view"])
+        compliance = GaugeMetricFamily(
+            "lakehouse_view_slo_compliance",
+            "Fraction of the last hour the view's lag was within its target.", labels=["view"])
+        degraded = GaugeMetricFamily(
+            "lakehouse_view_degraded", "1 while the view is late or cannot refresh, labelled "
+            "with why.", labels=["view", "reason"])
+        for view, target_s in sorted(self.metrics.targets_s.items()):
+            targets.add_metric([view], target_s)
+            share = self.metrics.freshness.compliance(view, target_s)
+            if share is not None:
+                compliance.add_metric([view], share)
+        for view, reason in sorted(self.metrics.degraded().items()):
+            degraded.add_metric([view, reason], 1.0)
+        yield from (targets, compliance, degraded)
+
+
 class RefreshMetrics:
     """The refresh metrics of one process, in their own registry.
 
     Args:
         clock: Seconds since the epoch (injectable for tests).
+        targets_s: Each view's target lag in seconds (views with a duration ``target_lag``).
 
     Metrics (label ``view``; ``mode`` is ``incremental``, ``full`` or ``skipped``; ``engine``
     is ``local``, ``spark`` or ``none``, :attr:`RefreshResult.engine`):
@@ -56,13 +83,22 @@ class RefreshMetrics:
         ``lakehouse_refresh_duration_seconds{view,mode,engine}`` (histogram),
         ``lakehouse_change_rows_total{view}`` (change feed rows read),
         ``lakehouse_view_delta_rows_total{view}`` (rows committed, + and -),
-        ``lakehouse_view_lag_seconds{view}``.
+        ``lakehouse_view_lag_seconds{view}``,
+        ``lakehouse_view_target_lag_seconds{view}``,
+        ``lakehouse_view_slo_compliance{view}`` (over the last hour),
+        ``lakehouse_view_degraded{view,reason}`` (1 for the current reason, if any:
+        :data:`lakehouse.slo.DEGRADED_REASONS`).
     """
 
-    def __init__(self, clock: Callable[[], float] = time.time):
+    def __init__(self, clock: Callable[[], float] = time.time,
+                 targets_s: Mapping[str, float] | None = None):
         self.registry = CollectorRegistry()
         self.clock = clock
+        self.targets_s = dict(targets_s or {})
+        self.freshness = FreshnessLog(clock=clock)
         self._fresh_at_s: dict[str, float] = {}
+        self._failing: dict[str, str] = {}
+        self._suspended: frozenset[str] = frozenset()
         self.refreshes = Counter("lakehouse_refreshes", "Refreshes run, by mode and engine.",
                                  ["view", "mode", "engine"], registry=self.registry)
         self.failures = Counter("lakehouse_refresh_failures", "Refreshes that failed.",
@@ -75,6 +111,7 @@ class RefreshMetrics:
         self.rows_out = Counter("lakehouse_view_delta_rows", "View rows committed (+ and -).",
                                 ["view"], registry=self.registry)
         self.registry.register(_LagCollector(self._fresh_at_s, clock))
+        self.registry.register(_TargetCollector(self))
 
     def record(self, result: RefreshResult, started_s: float) -> None:
         """Count a refresh that succeeded; the view reflects its sources as of ``started_s``."""
@@ -83,11 +120,33 @@ class RefreshMetrics:
         self.rows_in.labels(result.view).inc(result.rows_in)
         self.rows_out.labels(result.view).inc(result.rows_out)
         self._fresh_at_s[result.view] = started_s
+        self.freshness.fresh(result.view, started_s)
+        self._failing.pop(result.view, None)
 
-    def record_failure(self, view: str) -> None:
-        """Count a refresh that failed (the lag keeps growing)."""
+    def record_failure(self, view: str, reason: str = "refresh failing") -> None:
+        """Count a refresh that failed (the lag keeps growing), for ``reason``."""
         self.failures.labels(view).inc()
         self._fresh_at_s.setdefault(view, self.clock())
+        self._failing[view] = reason
+
+    def set_suspended(self, views: Iterable[str]) -> None:
+        """The views suspended now."""
+        self._suspended = frozenset(views)
+
+    def degraded(self) -> dict[str, str]:
+        """Each late or failing view's degraded reason.
+
+        One of :data:`lakehouse.slo.DEGRADED_REASONS`: ``suspended``, else the last failure's,
+        else ``over target`` (its lag is above its target).
+        """
+        reasons = {view: "suspended" for view in self._suspended}
+        for view, reason in self._failing.items():
+            reasons.setdefault(view, reason)
+        for view, target_s in self.targets_s.items():
+            lag_s = self.freshness.lag_s(view)
+            if lag_s is not None and lag_s > target_s:
+                reasons.setdefault(view, "over target")
+        return reasons
 
     def serve(self, host: str, port: int) -> None:
         """Serve ``/metrics`` over HTTP from a daemon thread.

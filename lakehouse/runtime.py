@@ -44,6 +44,7 @@ from lakehouse.history import (
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns
+from lakehouse.slo import degraded_reason
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import SourceReader, pinned
 from lakehouse.sources.column_cache import ColumnCache
@@ -149,7 +150,9 @@ class Runtime(AbstractContextManager["Runtime"]):
         self._plans: dict[str, ViewPlan] = {}
         self._refresh_states: dict[str, RefreshStates] = {}
         self.schemas = SchemaGuard(config, self.catalog, iceberg_metadata=self._metadata)
-        self.metrics = RefreshMetrics()
+        self.metrics = RefreshMetrics(targets_s={
+            view.name: view.target_lag_s for view in config.views
+            if view.target_lag_s is not None})
         self._listed_delta_copies: set[str] = set()
         self.states = ViewStates(StateStore(warehouse_folder(config, "_state"), self.spark))
         self.history = (RefreshHistory(self.catalog, config.history_table)
@@ -329,6 +332,7 @@ class Runtime(AbstractContextManager["Runtime"]):
                 log.warning("%s; refreshing every view", error)  # is taken to be suspended
                 views = {}
             self._suspended["views"] = views
+            self.metrics.set_suspended(views)
         return views
 
     def _refresh_one(self, view: ViewConfig, full: bool = False) -> RefreshResult:
@@ -346,7 +350,7 @@ class Runtime(AbstractContextManager["Runtime"]):
                                       committed, target, self.config.driver_read_max_rows,
                                       self.config.view_engine(view), full)
         except Exception as error:
-            self.metrics.record_failure(view.name)
+            self.metrics.record_failure(view.name, degraded_reason(error))
             self._record_failure(view, started_s, before, error)
             raise
         finally:

@@ -40,6 +40,10 @@ class ViewStatus:
             its commit records it; None when unknown (never refreshed, or an older commit).
         suspended_since: When the view was suspended (ISO 8601, UTC), if it is
             (:mod:`lakehouse.history`): the schedule does not refresh it.
+        target_lag: The view's ``target_lag`` (a duration or ``downstream``), if set.
+        degraded: Why the view is late or cannot refresh (:data:`lakehouse.slo.DEGRADED_REASONS`:
+            ``suspended``; ``source unavailable``, ``schema changed`` or ``refresh failing``
+            when stopped; ``over target`` when its lag exceeds its target), or None.
     """
 
     view: str
@@ -52,6 +56,8 @@ class ViewStatus:
     stopped: str | None = None
     engine: str | None = None
     suspended_since: str | None = None
+    target_lag: str | None = None
+    degraded: str | None = None
 
 
 def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
@@ -91,8 +97,32 @@ def view_statuses(config: Config, catalog: Catalog) -> list[ViewStatus]:
             suspended = RefreshHistory(catalog, config.history_table).suspended()
     except HistoryError as error:
         log.warning("%s; suspended views are not shown", error)
-    return [replace(view_status(config, catalog, view),
-                    suspended_since=suspended.get(view.name)) for view in config.views]
+    statuses = []
+    for view in config.views:
+        state = replace(view_status(config, catalog, view),
+                        suspended_since=suspended.get(view.name), target_lag=view.target_lag)
+        statuses.append(replace(state, degraded=_degraded(state, view.target_lag_s)))
+    return statuses
+
+
+def _degraded(state: ViewStatus, target_s: float | None) -> str | None:
+    """The degraded reason of a view in ``state`` (see :attr:`ViewStatus.degraded`)."""
+    if state.suspended_since:
+        return "suspended"
+    if state.stopped:
+        return stopped_kind(state.stopped)
+    if target_s is not None and state.lag_s is not None and state.lag_s > target_s:
+        return "over target"
+    return None
+
+
+def stopped_kind(stopped: str) -> str:
+    """The degraded reason of a view stopped for ``stopped`` (:attr:`ViewStatus.stopped`)."""
+    if "table is missing" in stopped:
+        return "source unavailable"
+    if "does not parse" in stopped or "not among the sources" in stopped:
+        return "refresh failing"
+    return "schema changed"
 
 
 def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatus:

@@ -143,8 +143,8 @@ def status(config: ConfigOption = Path("lakehouse.yaml"), as_json: JsonOption = 
     if as_json:
         print(json.dumps([asdict(state) for state in states]))
         return
-    table = Table("view", "frontier", "last refresh", "engine", "lag", "rows", "behind",
-                  "state")
+    table = Table("view", "frontier", "last refresh", "engine", "lag", "target", "rows",
+                  "behind", "state")
     notes: list[Text] = []
     for state in states:
         refreshed = "never"
@@ -153,7 +153,8 @@ def status(config: ConfigOption = Path("lakehouse.yaml"), as_json: JsonOption = 
                 " ", "seconds")
         lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
         table.add_row(state.view, str(state.frontier or "-"), refreshed, state.engine or "-",
-                      lag, str(state.rows if state.rows is not None else "-"),
+                      lag, state.target_lag or "-",
+                      str(state.rows if state.rows is not None else "-"),
                       ", ".join(state.behind) or "-", _state_cell(state))
         if state.stopped:
             notes.append(Text(f"{state.view} stopped: {state.stopped}", style="red"))
@@ -165,9 +166,10 @@ def status(config: ConfigOption = Path("lakehouse.yaml"), as_json: JsonOption = 
 
 
 def _state_cell(state: ViewStatus) -> Text | str:
+    """``ok``, ``stopped`` (red; the reason below the table), or the degraded reason."""
     if state.stopped:
         return Text("stopped", style="red")
-    return Text("suspended", style="yellow") if state.suspended_since else "ok"
+    return Text(state.degraded, style="yellow") if state.degraded else "ok"
 
 
 @app.command()
