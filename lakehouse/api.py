@@ -107,7 +107,12 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         if self._runtime is None:
             from lakehouse.runtime import Runtime
 
-            self._runtime = self._stack.enter_context(Runtime(self.config))
+            config = self.config
+            if self._catalog is not None and self._given is None:  # a catalog this pipeline
+                uri = self._catalog.properties["uri"]              # opened: the same one
+                config = config.model_copy(update={"catalog": config.catalog.model_copy(
+                    update={"uri": uri})})
+            self._runtime = self._stack.enter_context(Runtime(config))
         return self._runtime
 
     @property
@@ -184,12 +189,12 @@ class Pipeline(AbstractContextManager["Pipeline"]):
 
     def suspend(self, view: str) -> None:
         """Stop refreshing ``view`` on its schedule (persisted in the catalog)."""
-        self._history("views are suspended in the history table's properties").suspend(
+        self._history("views are suspended in the history table's namespace properties").suspend(
             self.config.view(view).name)
 
     def resume(self, view: str) -> None:
         """Refresh ``view`` on its schedule again."""
-        self._history("views are suspended in the history table's properties").resume(
+        self._history("views are suspended in the history table's namespace properties").resume(
             self.config.view(view).name)
 
     def subscribe(self, view: str, since: int | None = None, *, follow: bool = True,
@@ -224,19 +229,27 @@ class Pipeline(AbstractContextManager["Pipeline"]):
             lakehouse.errors.WaitTimeoutError: No snapshot reflected it in time; its
                 ``reason`` says why the view is late.
         """
+        request = self.wait_request(view, source, version)
+        return wait_for(self.config, self.catalog, request, timeout_s,
+                        lambda: self.late_reason(request.view))
+
+    def wait_request(self, view: str, source: str, version: int) -> WaitRequest:
+        """What :meth:`wait` waits for, checked: the view reads the source.
+
+        Raises:
+            lakehouse.errors.ConfigError: No such view, or the view does not read the source.
+        """
         from ivm import IvmError, referenced_sources
 
-        name = self.config.view(view).name
+        config = self.config.view(view)
         try:
-            reads = referenced_sources(self.config.view(view).sql) & set(self.config.sources)
+            reads = referenced_sources(config.sql) & set(self.config.sources)
         except IvmError as error:
-            raise ConfigError(str(error), key=f"views.{name}.sql") from None
+            raise ConfigError(str(error), key=f"views.{config.name}.sql") from None
         if source not in reads:
-            raise ConfigError(f"view {name!r} does not read source {source!r} (it reads "
-                              f"{sorted(reads)})", key="--source")
-        request = WaitRequest(name, source, version)
-        return wait_for(self.config, self.catalog, request, timeout_s,
-                        lambda: self.late_reason(name))
+            raise ConfigError(f"view {config.name!r} does not read source {source!r} (it "
+                              f"reads {sorted(reads)})", key="--source")
+        return WaitRequest(config.name, source, version)
 
     def late_reason(self, view: str) -> str:
         """Why ``view`` is behind its sources: its degraded reason, with the details.

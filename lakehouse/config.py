@@ -301,9 +301,10 @@ class ViewConfig(_Strict):
     @field_validator("target_lag")
     @classmethod
     def _target_lag(cls, value: str | None) -> str | None:
-        if value is None or value == DOWNSTREAM or duration_s(value) is not None:
+        seconds = duration_s(value) if value is not None else None
+        if value is None or value == DOWNSTREAM or (seconds is not None and seconds > 0):
             return value
-        raise ValueError("expected a duration like 5s or 10m, or downstream")
+        raise ValueError("expected a positive duration like 5s or 10m, or downstream")
 
     @property
     def target_lag_s(self) -> float | None:
@@ -402,16 +403,32 @@ class Config(_Strict):
             raise ValueError(f"view names must be unique; repeated: {sorted(duplicates)}")
         if self.history_table in names:
             raise ValueError(f"history_table {self.history_table!r} is also a view's name")
-        read = {source.view for source in self.sources.values() if isinstance(source, ViewSource)}
+        if self.history_table and self.history_table.split(".")[0] == self.spark.catalog_name:
+            raise ValueError(f"history_table {self.history_table!r}: its namespace is the Spark "
+                             "catalog's name, which Spark SQL would read as the catalog")
         for view in self.views:
-            if view.target_lag == DOWNSTREAM and view.name not in read:
-                raise ValueError(f"view {view.name!r} has target_lag downstream, but no "
-                                 "source reads it: nothing would refresh it")
+            if view.target_lag == DOWNSTREAM and not self._read_by_a_view(view.name):
+                raise ValueError(f"view {view.name!r} has target_lag downstream, but no view "
+                                 "reads it: nothing would refresh it")
         for name, source in self.sources.items():
             if isinstance(source, ViewSource) and source.view not in names:
                 raise ValueError(f"source {name!r} reads view {source.view!r}, which is not "
                                  f"among the views {names}")
         return self
+
+    def _read_by_a_view(self, name: str) -> bool:
+        """Whether the SQL of some view reads a source that is view ``name``."""
+        from ivm import IvmError, referenced_sources
+
+        sources = {s for s, source in self.sources.items()
+                   if isinstance(source, ViewSource) and source.view == name}
+        for view in self.views:
+            try:
+                if sources & referenced_sources(view.sql):
+                    return True
+            except IvmError:
+                continue  # reported when that view compiles
+        return False
 
     def view(self, name: str) -> ViewConfig:
         """Return the view called ``name``.

@@ -6,10 +6,12 @@ v2 table of the pipeline's own catalog, so DuckDB, Trino, Spark and pyiceberg qu
 name. A skipped tick (no source advanced) is not recorded: an ``on_change`` view checks its
 sources five times a second.
 
-The same table's properties record the suspended views (``suspended.<view>``: when, ISO
-8601 UTC), so a suspension is one catalog commit, survives restarts and is seen by every
-process of the pipeline; the scheduler re-reads them at most every
-:data:`SUSPENSION_TTL_S`.
+The properties of the table's namespace record the suspended views (``suspended.<view>``:
+when, ISO 8601 UTC), so a suspension is one catalog call, survives restarts and is seen by
+every process of the pipeline; the scheduler re-reads them (one small call) at most every
+:data:`SUSPENSION_TTL_S`. The table keeps its newest :data:`KEPT_SNAPSHOTS` snapshots
+(appends are only ever added to the current one), so its metadata does not grow with
+every refresh; its data files (one per batch of rows) are not compacted yet.
 
 Columns (:data:`HISTORY_SCHEMA`): ``view`` string; ``started_at`` timestamp (UTC, µs);
 ``duration_s`` double; ``mode`` string (``incremental``, ``full``, ``failed``); ``reason``
@@ -23,18 +25,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+import queue
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.expressions import EqualTo, Reference
 from pyiceberg.expressions.literals import literal
-from pyiceberg.table import Table, Transaction
+from pyiceberg.table import Table
 
 from lakehouse.errors import HistoryError
 
@@ -50,6 +53,16 @@ SUSPENSION_TTL_S = 1.0
 
 COMMIT_ATTEMPTS = 3
 """Appends retried after another process committed first (each reloads the table)."""
+
+KEPT_SNAPSHOTS = 20
+"""Snapshots of the history table kept; older ones are expired, :data:`EXPIRE_BATCH` at a time."""
+EXPIRE_BATCH = 20
+
+CLOSE_TIMEOUT_S = 10.0
+"""How long closing waits for queued rows to be appended."""
+
+HISTORY_TABLE_PROPERTIES = {"commit.manifest-merge.enabled": "true"}
+"""Appends merge small manifests, so the table's manifest list does not grow per refresh."""
 
 SUSPENDED_PREFIX = "suspended."
 
@@ -137,6 +150,7 @@ class RefreshHistory:
     def __init__(self, catalog: Catalog, identifier: str):
         self.catalog = catalog
         self.identifier = identifier
+        self.namespace = identifier.rsplit(".", 1)[0]
 
     def append(self, rows: Sequence[HistoryRow]) -> None:
         """Append ``rows`` in one commit, creating the table (and namespace) if absent.
@@ -148,7 +162,9 @@ class RefreshHistory:
         data = pa.Table.from_pylist([row.to_dict() for row in rows], schema=HISTORY_SCHEMA)
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
-                self._load_or_create().append(data)
+                table = self._load_or_create()
+                table.append(data)
+                _expire_old_snapshots(table)
                 return
             except CommitFailedException as error:
                 if attempt == COMMIT_ATTEMPTS:
@@ -186,43 +202,48 @@ class RefreshHistory:
     def suspended(self) -> dict[str, str]:
         """The suspended views, each with when it was suspended (ISO 8601, UTC).
 
+        One small catalog call (the namespace's properties), whatever the history's size.
+
         Raises:
-            HistoryError: The table cannot be loaded.
+            HistoryError: The namespace's properties cannot be read.
         """
-        table = self._load()
-        if table is None:
+        try:
+            properties = self.catalog.load_namespace_properties(self.namespace)
+        except NoSuchNamespaceError:
             return {}
+        except Exception as error:
+            raise HistoryError(f"cannot read its namespace's properties: {_first_line(error)}",
+                               table=self.identifier) from error
         return {key.removeprefix(SUSPENDED_PREFIX): value
-                for key, value in table.properties.items() if key.startswith(SUSPENDED_PREFIX)}
+                for key, value in properties.items() if key.startswith(SUSPENDED_PREFIX)}
 
     def suspend(self, view: str) -> None:
         """Record ``view`` as suspended (one commit; a suspended view stays so).
 
         Raises:
-            HistoryError: The table cannot be created or its properties set.
+            HistoryError: The namespace cannot be created or its properties set.
         """
         if view in self.suspended():
             return
         since = datetime.now(UTC).isoformat(timespec="seconds")
-        self._set_properties(lambda tx: tx.set_properties({SUSPENDED_PREFIX + view: since}))
+        self._set_properties(updates={SUSPENDED_PREFIX + view: since})
 
     def resume(self, view: str) -> None:
         """Record ``view`` as no longer suspended (one commit; nothing if it was not).
 
         Raises:
-            HistoryError: The table cannot be loaded or its properties set.
+            HistoryError: The namespace's properties cannot be read or set.
         """
         if view in self.suspended():
-            self._set_properties(lambda tx: tx.remove_properties(SUSPENDED_PREFIX + view))
+            self._set_properties(removals={SUSPENDED_PREFIX + view})
 
-    def _set_properties(self, change: Callable[[Transaction], object]) -> None:
+    def _set_properties(self, updates: Mapping[str, str] | None = None,
+                        removals: set[str] | None = None) -> None:
         try:
-            with self._load_or_create().transaction() as transaction:
-                change(transaction)
-        except HistoryError:
-            raise
+            self.catalog.create_namespace_if_not_exists(self.namespace)
+            self.catalog.update_namespace_properties(self.namespace, removals, dict(updates or {}))
         except Exception as error:
-            raise HistoryError(f"cannot set its properties: {_first_line(error)}",
+            raise HistoryError(f"cannot set its namespace's properties: {_first_line(error)}",
                                table=self.identifier) from error
 
     def _load(self) -> Table | None:
@@ -248,11 +269,10 @@ class RefreshHistory:
         table = self._load()
         if table is not None:
             return table
-        namespace = self.identifier.rsplit(".", 1)[0]
         try:
-            self.catalog.create_namespace_if_not_exists(namespace)
-            return self.catalog.create_table_if_not_exists(self.identifier,
-                                                           schema=HISTORY_SCHEMA)
+            self.catalog.create_namespace_if_not_exists(self.namespace)
+            return self.catalog.create_table_if_not_exists(
+                self.identifier, schema=HISTORY_SCHEMA, properties=HISTORY_TABLE_PROPERTIES)
         except Exception as error:
             raise HistoryError(f"cannot create it: {_first_line(error)}",
                                table=self.identifier) from error
@@ -261,9 +281,11 @@ class RefreshHistory:
 class HistoryWriter:
     """Appends history rows from a thread of its own, in order, off the refresh's path.
 
-    A tick returns once its view's commits landed; its row is appended (one catalog commit,
-    about 40 ms) while the next tick runs. A row that cannot be appended is logged as a
-    warning: the refresh's commits stand. Rows still queued when the process dies are lost.
+    A tick returns once its view's commits landed; its row is queued, and the thread
+    appends what is queued in one commit (about 40 ms) while the next tick runs. A batch
+    that cannot be appended is logged as a warning: the refresh's commits stand. The thread
+    is a daemon: rows still queued when the process dies, or when :meth:`close` gives up
+    waiting, are lost.
 
     Args:
         history: The history table.
@@ -271,31 +293,70 @@ class HistoryWriter:
 
     def __init__(self, history: RefreshHistory):
         self.history = history
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="history")
-        self._pending: list[Future[None]] = []
+        self._queue: queue.Queue[HistoryRow | threading.Event] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="history", daemon=True)
+        self._thread.start()
 
     def record(self, row: HistoryRow) -> None:
         """Queue ``row`` for appending."""
-        self._pending = [f for f in self._pending if not f.done()]
-        self._pending.append(self._pool.submit(self._append, row))
+        self._queue.put(row)
 
-    def flush(self) -> None:
-        """Wait until every queued row is appended (or logged as lost)."""
-        for future in self._pending:
-            future.result()
-        self._pending = []
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until every row queued before is appended (or logged as lost).
 
-    def close(self) -> None:
-        """Append what is queued, then stop the thread."""
-        self._pool.shutdown(wait=True)
-        self._pending = []
+        Returns:
+            False if ``timeout_s`` passed first.
+        """
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout_s)
 
-    def _append(self, row: HistoryRow) -> None:
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Append what is queued, waiting at most ``timeout_s``; log what is left behind."""
+        if not self.flush(timeout_s):
+            log.warning("history table %r: gave up appending after %.0f s (the catalog "
+                        "does not answer); the last refreshes are not recorded",
+                        self.history.identifier, timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            batch, markers = self._take()
+            if batch:
+                self._append(batch)
+            for marker in markers:
+                marker.set()
+
+    def _take(self) -> tuple[list[HistoryRow], list[threading.Event]]:
+        """Everything queued now (waiting for at least one item): rows and flush markers."""
+        items = [self._queue.get()]
+        while True:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return ([i for i in items if isinstance(i, HistoryRow)],
+                [i for i in items if isinstance(i, threading.Event)])
+
+    def _append(self, rows: list[HistoryRow]) -> None:
         try:
-            self.history.append([row])
-        except HistoryError as error:
-            log.warning("%s (the refresh of %r at %s is not recorded)", error, row.view,
-                        row.started_at.isoformat())
+            self.history.append(rows)
+        except Exception as error:  # whatever the cause, the refreshes themselves stand
+            log.warning("history table %r: %s (%d refreshes from %s not recorded)",
+                        self.history.identifier, _first_line(error), len(rows),
+                        rows[0].started_at.isoformat())
+
+
+def _expire_old_snapshots(table: Table) -> None:
+    """Expire the history table's snapshots beyond the newest :data:`KEPT_SNAPSHOTS`.
+
+    Each append is a snapshot; without this, the table's metadata (rewritten by every
+    commit) grows by one snapshot per refresh. Rows are never lost: they are all in the
+    current snapshot.
+    """
+    snapshots = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
+    old = [s.snapshot_id for s in snapshots[:-KEPT_SNAPSHOTS]]
+    if len(old) >= EXPIRE_BATCH:
+        table.maintenance.expire_snapshots().by_ids(old).commit()
 
 
 def refreshed_from(committed: Mapping[str, Mapping[str, int] | None],

@@ -140,7 +140,7 @@ class RefreshMetrics:
         else ``over target`` (its lag is above its target).
         """
         reasons = {view: "suspended" for view in self._suspended}
-        for view, reason in self._failing.items():
+        for view, reason in dict(self._failing).items():  # a copy: the scheduler writes
             reasons.setdefault(view, reason)
         for view, target_s in self.targets_s.items():
             lag_s = self.freshness.lag_s(view)

@@ -19,35 +19,36 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from typing import Annotated, Any, TypeVar
 
+import anyio
 from fastapi import APIRouter, Header, Query, Request
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError as IcebergForbiddenError
 from pyiceberg.exceptions import NoSuchTableError
 from sse_starlette import EventSourceResponse
-from starlette.concurrency import run_in_threadpool
 
 from catalog_api.errors import BadRequestError, CatalogError, ForbiddenError, NotFoundError
 from lakehouse.api import Pipeline
 from lakehouse.catalog_client import TOKEN_PATH, storage_properties
 from lakehouse.config import Config
-from lakehouse.errors import (
-    ConfigError,
-    LakehouseError,
-    SourceError,
-    SubscriptionError,
-    WaitTimeoutError,
-)
+from lakehouse.errors import ConfigError, LakehouseError, SourceError, SubscriptionError
 from lakehouse.subscriptions import POLL_S, Subscription, ViewChange
+from lakehouse.wait import POLL_S as WAIT_POLL_S
+from lakehouse.wait import first_reflecting
 
 __all__ = ["PREFIX", "views_router"]
 
 PREFIX = "/lakehouse/v1"
 MAX_WAIT_S = 600.0
-"""Longest ``timeout_s`` a wait may ask for (each waiting request holds a worker thread)."""
+"""Longest ``timeout_s`` a wait may ask for."""
+ROUTE_THREADS = 8
+"""Worker threads these routes' catalog reads share (apart from the service's own)."""
+T = TypeVar("T")
 
 
 class WaitTimeout(CatalogError):
@@ -60,45 +61,90 @@ class WaitTimeout(CatalogError):
 def views_router(config: Config) -> APIRouter:
     """The pipeline's routes for the views of ``config``."""
     router = APIRouter(prefix=f"{PREFIX}/views/{{view}}", tags=["Pipeline"])
+    threads = anyio.CapacityLimiter(ROUTE_THREADS)  # this server's: bound to its event loop
 
     @router.get("/changes", summary="Follow a view: each snapshot as a Z-set (SSE)")
     async def changes(request: Request, view: str, since: int | None = None,
                       last_event_id: Annotated[int | None, Header()] = None,
                       ) -> EventSourceResponse:
         """Stream each snapshot of the view after ``since`` (or ``Last-Event-ID``)."""
-        catalog = await run_in_threadpool(_caller_catalog, config, request, view)
+        catalog = await _in_thread(threads, _caller_catalog, config, request, view)
         subscription = Subscription(catalog, view, last_event_id or since)
-        first = await run_in_threadpool(_guarded, subscription.next_change, view)
-        return EventSourceResponse(_events(request, subscription, first), ping=15)
+        first = await _in_thread(threads, _guarded, subscription.next_change, view)
+        return EventSourceResponse(_events(request, subscription, first, threads), ping=15)
 
     @router.get("/wait", summary="Wait until a view reflects a source snapshot")
-    def wait(request: Request, view: str, source: str, snapshot: int,
-             timeout_s: Annotated[float, Query(gt=0, le=MAX_WAIT_S)] = 60.0,
-             ) -> dict[str, Any]:
+    async def wait(request: Request, view: str, source: str, snapshot: int,
+                   timeout_s: Annotated[float, Query(gt=0, le=MAX_WAIT_S)] = 60.0,
+                   ) -> dict[str, Any]:
         """The view's first snapshot reflecting ``snapshot`` of ``source``."""
-        pipeline = Pipeline(config, _caller_catalog(config, request, view))
-        try:
-            return {"view": view,
-                    "snapshot_id": pipeline.wait(view, source, snapshot, timeout_s)}
-        except WaitTimeoutError as error:
-            raise WaitTimeout(str(error)) from None
-        except (ConfigError, SourceError) as error:
-            raise BadRequestError(str(error)) from None
+        catalog = await _in_thread(threads, _caller_catalog, config, request, view)
+        pipeline = Pipeline(config, catalog)
+        wanted = await _in_thread(threads, _checked, pipeline.wait_request, view, source,
+                                  snapshot)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = await _in_thread(threads, _checked, first_reflecting, config, catalog,
+                                     wanted)
+            if found is not None:
+                return {"view": view, "snapshot_id": found}
+            if time.monotonic() >= deadline:
+                reason = await _in_thread(threads, _late_reason, pipeline, view)
+                raise WaitTimeout(f"view {view!r}: no snapshot reflects {source} at "
+                                  f"{snapshot} after {timeout_s:g} s: {reason}")
+            await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
 
     return router
 
 
-async def _events(request: Request, subscription: Subscription,
-                  first: ViewChange | None) -> AsyncIterator[dict[str, str]]:
-    """The subscription's changes as SSE events, polling until the client disconnects."""
+async def _in_thread(threads: anyio.CapacityLimiter, function: Callable[..., T],
+                     *args: Any) -> T:
+    """``function(*args)`` in a worker thread of these routes' own pool.
+
+    The calls read the catalog through this same service, whose synchronous routes take
+    threads from the default pool: a separate, smaller pool keeps many waiting clients
+    from taking every thread those inner calls need.
+    """
+    return await anyio.to_thread.run_sync(partial(function, *args), limiter=threads)
+
+
+def _checked(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)``, the pipeline's errors in the catalog's error model."""
+    try:
+        return function(*args)
+    except (ConfigError, SourceError) as error:
+        raise BadRequestError(str(error)) from None
+    except IcebergForbiddenError:
+        raise ForbiddenError("the caller may not read a table this needs") from None
+
+
+def _late_reason(pipeline: Pipeline, view: str) -> str:
+    try:
+        return pipeline.late_reason(view)
+    except Exception as error:  # the reason is a courtesy: the timeout stands without it
+        return f"unknown ({type(error).__name__} while reading the view's status)"
+
+
+async def _events(request: Request, subscription: Subscription, first: ViewChange | None,
+                  threads: anyio.CapacityLimiter) -> AsyncIterator[dict[str, str]]:
+    """The subscription's changes as SSE events, polling until the client disconnects.
+
+    A failure once the stream has started (a token that expired, a table dropped) ends it
+    with an ``error`` event carrying the catalog's error model.
+    """
     change = first
     while not await request.is_disconnected():
         if change is None:
             await asyncio.sleep(POLL_S)
         else:
             yield {"event": "change", "id": str(change.snapshot_id), "data": _payload(change)}
-        change = await run_in_threadpool(_guarded, subscription.next_change,
-                                         subscription.view)
+        try:
+            change = await _in_thread(threads, _guarded, subscription.next_change,
+                                      subscription.view)
+        except CatalogError as error:
+            yield {"event": "error", "data": json.dumps({"error": {
+                "message": str(error), "type": error.error_type, "code": error.code}})}
+            return
 
 
 def _payload(change: ViewChange) -> str:
@@ -107,15 +153,18 @@ def _payload(change: ViewChange) -> str:
                        "rows": change.rows.to_pylist()}, default=str)
 
 
-def _guarded(next_change: Any, view: str) -> ViewChange | None:
+def _guarded(next_change: Callable[[], ViewChange | None], view: str) -> ViewChange | None:
     """``next_change()``, its errors in the catalog's error model."""
     try:
-        change: ViewChange | None = next_change()
-        return change
-    except SubscriptionError as error:
+        return next_change()
+    except (SubscriptionError, SourceError) as error:
         raise BadRequestError(str(error)) from None
     except IcebergForbiddenError:
         raise ForbiddenError(f"the caller may not read view {view!r}") from None
+    except NoSuchTableError:
+        raise NotFoundError(f"view {view!r} has no table any more") from None
+    except Exception as error:  # logged by the caller's error event; no trace to the client
+        raise CatalogError(f"reading view {view!r} failed: {type(error).__name__}") from error
 
 
 def _caller_catalog(config: Config, request: Request, view: str) -> Catalog:
@@ -134,8 +183,7 @@ def _caller_catalog(config: Config, request: Request, view: str) -> Catalog:
         raise NotFoundError(f"the pipeline has no view {view!r}") from None
     header = request.headers.get("authorization", "")
     token = header[7:] if header.lower().startswith("bearer ") else None
-    base = str(request.base_url).rstrip("/")
-    uri = f"{base}/iceberg"
+    uri = f"{_own_base_url(request)}/iceberg"
     caller = {"token": token, "oauth2-server-uri": f"{uri}{TOKEN_PATH}"} if token else {}
     catalog = RestCatalog("caller", uri=uri, **caller, **storage_properties(config))
     try:
@@ -146,3 +194,16 @@ def _caller_catalog(config: Config, request: Request, view: str) -> Catalog:
     except IcebergForbiddenError:
         raise ForbiddenError(f"the caller may not read view {view!r}") from None
     return catalog
+
+
+def _own_base_url(request: Request) -> str:
+    """This service's address as the socket it accepted on (never the client's ``Host``).
+
+    A wildcard bind address is reached on loopback.
+    """
+    server = request.scope.get("server")
+    if not server:
+        raise CatalogError("the service's own address is unknown")
+    host, port = server
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # noqa: S104
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -37,13 +37,14 @@ class Scheduler:
         self.clock = clock
         self.stop_event = threading.Event()
         now = clock()
-        self.next_due_s = {view.name: now for view in self.views}
+        self.next_due_s = {view.name: now for view in self.views  # a downstream view is
+                           if view.target_lag != DOWNSTREAM}     # never due by itself
 
     def due(self) -> list[ViewConfig]:
         """The views whose cadence has fired, in config order (never a ``downstream`` one)."""
         now = self.clock()
         return [view for view in self.views
-                if view.target_lag != DOWNSTREAM and self.next_due_s[view.name] <= now]
+                if view.name in self.next_due_s and self.next_due_s[view.name] <= now]
 
     def mark_ran(self, view: ViewConfig, started_s: float | None = None,
                  duration_s: float = 0.0) -> None:

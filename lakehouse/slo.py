@@ -9,6 +9,7 @@ the view's target (time before the process first saw the view refresh is not cou
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -60,26 +61,32 @@ class FreshnessLog:
         self.window_s = window_s
         self.clock = clock
         self._points: dict[str, deque[_Fresh]] = {}
+        self._lock = threading.Lock()  # the scheduler writes, the metrics server reads
 
     def fresh(self, view: str, as_of_s: float) -> None:
         """Record that ``view`` now reflects its sources as read at ``as_of_s``."""
-        points = self._points.setdefault(view, deque())
-        points.append(_Fresh(self.clock(), as_of_s))
-        start_s = self.clock() - self.window_s
-        while len(points) > 1 and points[1].committed_s <= start_s:
-            points.popleft()  # the one before the window stays: it sets the lag at its start
+        with self._lock:
+            points = self._points.setdefault(view, deque())
+            points.append(_Fresh(self.clock(), as_of_s))
+            start_s = self.clock() - self.window_s
+            while len(points) > 1 and points[1].committed_s <= start_s:
+                points.popleft()  # the one before the window stays: the lag at its start
 
     def lag_s(self, view: str) -> float | None:
         """Seconds since the sources ``view`` reflects were read; None if never seen fresh."""
-        points = self._points.get(view)
+        points = self._copy(view)
         return self.clock() - points[-1].as_of_s if points else None
+
+    def _copy(self, view: str) -> list[_Fresh]:
+        with self._lock:
+            return list(self._points.get(view, ()))
 
     def compliance(self, view: str, target_s: float) -> float | None:
         """The fraction of the window's time ``view``'s lag was at most ``target_s``.
 
         None before the view was first seen fresh.
         """
-        points = self._points.get(view)
+        points = self._copy(view)
         if not points:
             return None
         now_s = self.clock()
@@ -87,7 +94,7 @@ class FreshnessLog:
         if now_s <= start_s:
             return 1.0
         over_s = 0.0
-        ends = [p.committed_s for p in list(points)[1:]] + [now_s]
+        ends = [p.committed_s for p in points[1:]] + [now_s]
         for point, end_s in zip(points, ends, strict=True):
             late_from_s = max(point.as_of_s + target_s, point.committed_s, start_s)
             over_s += max(0.0, end_s - late_from_s)

@@ -110,19 +110,10 @@ def _degraded(state: ViewStatus, target_s: float | None) -> str | None:
     if state.suspended_since:
         return "suspended"
     if state.stopped:
-        return stopped_kind(state.stopped)
+        return state.degraded  # set with the stop's cause
     if target_s is not None and state.lag_s is not None and state.lag_s > target_s:
         return "over target"
     return None
-
-
-def stopped_kind(stopped: str) -> str:
-    """The degraded reason of a view stopped for ``stopped`` (:attr:`ViewStatus.stopped`)."""
-    if "table is missing" in stopped:
-        return "source unavailable"
-    if "does not parse" in stopped or "not among the sources" in stopped:
-        return "refresh failing"
-    return "schema changed"
 
 
 def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatus:
@@ -134,6 +125,7 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     ``stopped`` with that reason.
     """
     problems: list[str] = []
+    kind = "refresh failing"  # the degraded reason of the first problem found
     try:
         referenced = referenced_sources(view.sql)
     except IvmError as error:
@@ -147,6 +139,7 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
             version = source_version(config, catalog, name)
         except SourceError as error:
             problems.append(str(error))
+            kind = "source unavailable" if len(problems) == 1 else kind
             continue
         if version is not None:
             current[name] = version
@@ -172,6 +165,7 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     else:
         problems = [c.describe() for c in SchemaGuard(config, catalog).changes(
             view, [frontier], built)]
+        kind = "schema changed"
     stopped = "; ".join(problems) or None
     return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s, stopped,
-                      summary.get(ENGINE_KEY))
+                      summary.get(ENGINE_KEY), degraded=kind if stopped else None)

@@ -78,7 +78,8 @@ class Subscription:
     def next_change(self, *, must_exist: bool = False) -> ViewChange | None:
         """The change of the snapshot after :attr:`last`, which it then becomes.
 
-        None when caught up, or when the view has no table yet. One catalog load.
+        None when caught up, or when the view has no table yet. Two catalog loads (the
+        table, then its change feed's).
 
         Raises:
             SubscriptionError: :attr:`last` is not in the table's history (expired, or the

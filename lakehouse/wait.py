@@ -2,22 +2,25 @@
 
 A producer that committed snapshot ``S`` of a source asks for the first snapshot of the
 view's Iceberg table whose frontier includes ``S``: for an Iceberg source (or a view read
-as one) the frontier's snapshot is ``S`` or a descendant of it on the source's lineage;
-for a Delta source its version is at least ``S``. Frontiers only move forward along the
-view table's ``main``, so the answer is found by walking that branch from its oldest
-snapshot.
+as one) the frontier's snapshot is ``S`` or a descendant of it on the source's lineage
+(``S`` itself must be on the source's branch, ``ref``); for a Delta source its version is
+at least ``S``. Frontiers only move forward along the view table's ``main``, so the answer
+is found by walking that branch back from its head while the frontiers still include
+``S``: the last one that does is the first.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.table.snapshots import ancestors_of
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
 
 from lakehouse.config import Config, DeltaSource, IcebergSource
 from lakehouse.errors import SourceError, WaitTimeoutError
@@ -78,18 +81,18 @@ def first_reflecting(config: Config, catalog: Catalog, request: WaitRequest) -> 
     """The oldest snapshot of the view table whose frontier includes the request, or None.
 
     Raises:
-        SourceError: The source has no such snapshot or version.
+        SourceError: The source's table is missing, or has no such snapshot on its branch
+            (or version).
     """
     try:
         table = catalog.load_table(request.view)
     except NoSuchTableError:
         table = None  # not built yet
     includes = _inclusion(config, catalog, request)  # loaded after: knows every frontier's
-    current = table.current_snapshot() if table is not None else None
-    if table is None or current is None:
+    if table is None:
         return None
     first = None
-    for snapshot in ancestors_of(current, table.metadata):  # newest first
+    for snapshot in _lineage(_by_id(table.metadata), table.metadata.current_snapshot_id):
         summary = snapshot.summary.additional_properties if snapshot.summary else {}
         frontier = decode_frontier(summary.get(FRONTIER_KEY))
         if frontier is None or not includes(frontier.get(request.source)):
@@ -103,23 +106,70 @@ def _inclusion(config: Config, catalog: Catalog,
     """Whether a frontier's version of the source includes the requested one.
 
     Raises:
-        SourceError: The source has no such snapshot or version.
+        SourceError: The source's table is missing, or has no such snapshot on its branch
+            (or version).
     """
     source = config.sources[request.source]
     if isinstance(source, DeltaSource):
-        latest = DeltaTable(source.delta,
-                            storage_options=delta_options(config, source.delta)).version()
-        if request.version > latest:
-            raise SourceError(f"has no version {request.version} (latest {latest})",
-                              source=request.source)
-        return lambda version: version is not None and version >= request.version
-    identifier = source.iceberg if isinstance(source, IcebergSource) else source.view
-    metadata = catalog.load_table(identifier).metadata
-    if metadata.snapshot_by_id(request.version) is None:
+        return _delta_inclusion(config, source, request)
+    identifier, ref = ((source.iceberg, source.ref) if isinstance(source, IcebergSource)
+                       else (source.view, "main"))
+    try:
+        metadata = catalog.load_table(identifier).metadata
+    except NoSuchTableError:
+        raise SourceError(f"its table is missing ({identifier})", source=request.source) from None
+    by_id = _by_id(metadata)
+    if request.version not in by_id:
         raise SourceError(f"has no snapshot {request.version}", source=request.source)
+    head = metadata.refs[ref].snapshot_id if ref in metadata.refs else None
+    floor = by_id[request.version].sequence_number
+    known: dict[int, bool] = {}
 
     def includes(version: int | None) -> bool:
-        snapshot = metadata.snapshot_by_id(version) if version is not None else None
-        return snapshot is not None and any(
-            s.snapshot_id == request.version for s in ancestors_of(snapshot, metadata))
+        if version is None:
+            return False
+        if version not in known:
+            known[version] = any(s.snapshot_id == request.version
+                                 for s in _lineage(by_id, version, stop_below=floor))
+        return known[version]
+
+    if head is None or not includes(head):
+        raise SourceError(f"snapshot {request.version} is not on {ref} (another branch, or "
+                          "rolled back)", source=request.source)
     return includes
+
+
+def _delta_inclusion(config: Config, source: DeltaSource,
+                     request: WaitRequest) -> Callable[[int | None], bool]:
+    try:
+        latest = DeltaTable(source.delta,
+                            storage_options=delta_options(config, source.delta)).version()
+    except TableNotFoundError:
+        raise SourceError(f"its table is missing ({source.delta})",
+                          source=request.source) from None
+    if request.version > latest:
+        raise SourceError(f"has no version {request.version} (latest {latest})",
+                          source=request.source)
+    return lambda version: version is not None and version >= request.version
+
+
+def _by_id(metadata: TableMetadata) -> dict[int, Snapshot]:
+    """Each snapshot by id (pyiceberg's ``snapshot_by_id`` scans them all each time)."""
+    return {snapshot.snapshot_id: snapshot for snapshot in metadata.snapshots}
+
+
+def _lineage(by_id: Mapping[int, Snapshot], head: int | None,
+             stop_below: int | None = None) -> Iterator[Snapshot]:
+    """The snapshots from ``head`` back through their parents, newest first.
+
+    ``stop_below``: stop at a snapshot whose sequence number is lower (none older can be
+    the one looked for).
+    """
+    current = by_id.get(head) if head is not None else None
+    while current is not None:
+        if stop_below is not None and current.sequence_number is not None and \
+                current.sequence_number < stop_below:
+            return
+        yield current
+        parent = current.parent_snapshot_id
+        current = by_id.get(parent) if parent is not None else None

@@ -143,8 +143,9 @@ def status(config: ConfigOption = Path("lakehouse.yaml"), as_json: JsonOption = 
     if as_json:
         print(json.dumps([asdict(state) for state in states]))
         return
-    table = Table("view", "frontier", "last refresh", "engine", "lag", "target", "rows",
-                  "behind", "state")
+    targets = any(state.target_lag for state in states)  # the column only when one has one
+    table = Table("view", "frontier", "last refresh", "engine", "lag",
+                  *(["target"] if targets else []), "rows", "behind", "state")
     notes: list[Text] = []
     for state in states:
         refreshed = "never"
@@ -153,7 +154,7 @@ def status(config: ConfigOption = Path("lakehouse.yaml"), as_json: JsonOption = 
                 " ", "seconds")
         lag = "fresh" if state.lag_s == 0 else (f"{state.lag_s:.0f} s" if state.lag_s else "-")
         table.add_row(state.view, str(state.frontier or "-"), refreshed, state.engine or "-",
-                      lag, state.target_lag or "-",
+                      lag, *([state.target_lag or "-"] if targets else []),
                       str(state.rows if state.rows is not None else "-"),
                       ", ".join(state.behind) or "-", _state_cell(state))
         if state.stopped:

@@ -10,7 +10,13 @@ from pyiceberg.catalog.rest import RestCatalog
 
 from lakehouse.config import parse_config
 from lakehouse.errors import SourceError
-from lakehouse.history import HistoryRow, RefreshHistory
+from lakehouse.history import (
+    EXPIRE_BATCH,
+    KEPT_SNAPSHOTS,
+    HistoryRow,
+    HistoryWriter,
+    RefreshHistory,
+)
 from lakehouse.refresh import RefreshResult
 from lakehouse.runtime import Runtime
 from tests.conftest_catalog import CatalogServerHandle
@@ -56,18 +62,40 @@ def test_concurrent_appends_each_land(rest_catalog: RestCatalog, catalog_namespa
     assert sorted(r["rows_in"] for r in history.read("v.a").to_pylist()) == [0, 1, 2, 3]
 
 
-def test_suspend_and_resume_are_table_properties(rest_catalog: RestCatalog,
-                                                 catalog_namespace: str) -> None:
+def test_suspend_and_resume_are_namespace_properties(rest_catalog: RestCatalog,
+                                                     catalog_namespace: str) -> None:
     identifier = f"{catalog_namespace}.history"
     history = RefreshHistory(rest_catalog, identifier)
     history.suspend("v.a")
     since = history.suspended()["v.a"]
     history.suspend("v.a")  # suspending again keeps the first time
     assert RefreshHistory(rest_catalog, identifier).suspended() == {"v.a": since}
+    assert rest_catalog.load_namespace_properties(catalog_namespace)["suspended.v.a"] == since
     history.resume("v.b")  # never suspended: nothing to do
     history.resume("v.a")
     assert history.suspended() == {}
-    assert rest_catalog.load_table(identifier).properties.get("suspended.v.a") is None
+    assert "suspended.v.a" not in rest_catalog.load_namespace_properties(catalog_namespace)
+
+
+def test_the_table_keeps_its_newest_snapshots_and_every_row(rest_catalog: RestCatalog,
+                                                            catalog_namespace: str) -> None:
+    history = RefreshHistory(rest_catalog, f"{catalog_namespace}.history")
+    for minutes in range(KEPT_SNAPSHOTS + EXPIRE_BATCH + 1):
+        history.append([_row("v.a", minutes)])
+    table = rest_catalog.load_table(history.identifier)
+    assert KEPT_SNAPSHOTS <= len(table.metadata.snapshots) < KEPT_SNAPSHOTS + EXPIRE_BATCH
+    assert history.read("v.a").num_rows == KEPT_SNAPSHOTS + EXPIRE_BATCH + 1
+
+
+def test_the_writer_appends_what_is_queued_in_one_commit(rest_catalog: RestCatalog,
+                                                         catalog_namespace: str) -> None:
+    history = RefreshHistory(rest_catalog, f"{catalog_namespace}.history")
+    writer = HistoryWriter(history)
+    for minutes in range(6):  # queued while the first append creates the table and commits
+        writer.record(_row("v.a", minutes))
+    writer.close()
+    assert history.read("v.a").num_rows == 6
+    assert len(rest_catalog.load_table(history.identifier).metadata.snapshots) <= 2
 
 
 def test_a_repeated_failure_is_recorded_once(catalog_server: CatalogServerHandle,
@@ -87,5 +115,6 @@ def test_a_repeated_failure_is_recorded_once(catalog_server: CatalogServerHandle
     assert runtime.history_writer is not None
     runtime.history_writer.flush()  # rows are appended off the refresh's path
     rows = RefreshHistory(runtime.catalog, identifier).read().to_pylist()
+    runtime.close()
     assert [(r["mode"], r["frontier_before"]) for r in rows] == [("failed", None)]
     assert "gone" in rows[0]["error"] and rows[0]["engine"] is None

@@ -47,7 +47,8 @@ def _config(root: Path) -> Config:
 
 
 def _tables(served: SecureCatalogHandle) -> tuple[Table, Table]:
-    admin = RestCatalog("admin", uri=served.uri, credential=served.credential("admin"))
+    admin = RestCatalog("admin", uri=served.uri, credential=served.credential("admin"),
+                        **{"oauth2-server-uri": f"{served.uri}/v1/oauth/tokens"})
     admin.create_namespace("v")
     schema = pa.schema([pa.field("id", pa.int64())])
     return admin.create_table("v.src", schema), admin.create_table(VIEW, schema)
@@ -106,6 +107,8 @@ def test_wait_answers_the_first_snapshot_reflecting_a_source_snapshot(
     served: SecureCatalogHandle,
 ) -> None:
     source, view = _tables(served)
+    earlier = _commit(source, [0], {})
+    _commit(view, [0], {"src": earlier})  # before the snapshot waited for: does not reflect it
     produced = _commit(source, [1], {})
     reflecting = _commit(view, [1], {"src": produced})
     _commit(view, [2], {"src": produced})  # a later snapshot reflects it too
@@ -135,6 +138,13 @@ def test_the_routes_check_who_is_calling(served: SecureCatalogHandle) -> None:
                                                          served.secrets["outsider"])}
     refused = httpx.get(f"{base}/{VIEW}/changes", headers=outsider, timeout=30)
     assert refused.status_code == 403 and refused.json()["error"]["code"] == 403
+    waiting = httpx.get(f"{base}/{VIEW}/wait", headers=outsider, timeout=30,
+                        params={"source": "src", "snapshot": 1})
+    assert waiting.status_code == 403, waiting.text
     missing = httpx.get(f"{base}/nope.nope/wait", headers=served.headers("admin"), timeout=30,
                         params={"source": "src", "snapshot": 1})
     assert missing.status_code == 404
+    spoofed = httpx.get(f"{base}/{VIEW}/wait", timeout=30, params={
+        "source": "src", "snapshot": 1}, headers=served.headers("admin") | {
+        "Host": "attacker.invalid:9"})  # the service calls itself at its own address
+    assert spoofed.status_code == 400 and "no snapshot 1" in spoofed.text, spoofed.text

@@ -81,7 +81,12 @@ def test_a_target_lag_sets_the_cadence_unless_every_is_given() -> None:
 
 @pytest.mark.parametrize(("document", "message"), [
     ({"views": [{"name": "v.a", "sql": "s", "target_lag": "soon"}]}, "views.0.target_lag"),
-    ({"views": [{"name": "v.a", "sql": "s", "target_lag": "downstream"}]}, "no source reads it"),
+    ({"views": [{"name": "v.a", "sql": "s", "target_lag": "0s"}]}, "positive duration"),
+    ({"views": [{"name": "v.a", "sql": "s", "target_lag": "downstream"}]}, "no view reads it"),
+    ({"sources": {"up": {"view": "v.a"}}, "views": [  # a source, but no view's SQL reads it
+        {"name": "v.a", "sql": "select 1", "target_lag": "downstream"},
+        {"name": "v.b", "sql": "select 1"}]}, "no view reads it"),
+    ({"history_table": "lakehouse.history"}, "the Spark catalog's name"),
 ])
 def test_bad_target_lags_are_refused(document: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
