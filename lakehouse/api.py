@@ -259,7 +259,7 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         else ``refresh failing`` when its last recorded refresh failed, else
         ``refreshing`` (no refresh has reached the sources' versions yet).
         """
-        state = next(s for s in self.status() if s.view == view)
+        (state,) = view_statuses(self.config, self.catalog, [self.config.view(view)])
         if state.suspended_since:
             return f"suspended since {state.suspended_since}"
         if state.stopped:

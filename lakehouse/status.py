@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from deltalake import DeltaTable
@@ -85,10 +86,12 @@ def source_version(config: Config, catalog: Catalog, name: str) -> int | None:
                           source=name) from None
 
 
-def view_statuses(config: Config, catalog: Catalog) -> list[ViewStatus]:
-    """The status of every view of ``config`` (:func:`view_status`), in config order.
+def view_statuses(config: Config, catalog: Catalog,
+                  views: Sequence[ViewConfig] | None = None) -> list[ViewStatus]:
+    """The status of ``views`` (default: every view of ``config``), in that order.
 
-    The suspended views are read from the history table; when it cannot be loaded (not
+    Each is :func:`view_status`, with its suspension, target and degraded reason. The
+    suspended views are read from the history table's namespace; when they cannot be (not
     granted, say), a warning is logged and no view shows as suspended.
     """
     suspended: dict[str, str] = {}
@@ -98,7 +101,7 @@ def view_statuses(config: Config, catalog: Catalog) -> list[ViewStatus]:
     except HistoryError as error:
         log.warning("%s; suspended views are not shown", error)
     statuses = []
-    for view in config.views:
+    for view in config.views if views is None else views:
         state = replace(view_status(config, catalog, view),
                         suspended_since=suspended.get(view.name), target_lag=view.target_lag)
         statuses.append(replace(state, degraded=_degraded(state, view.target_lag_s)))
