@@ -121,14 +121,14 @@ def history(
         print(json.dumps(rows, default=json_value))
         return
     table = Table("view", "started", "s", "mode", "engine", "rows in", "rows out",
-                  "frontier after", "reason or error")
+                  "reason or error")  # the frontiers (long snapshot ids) are in --json
     for row in rows:
-        started = row["started_at"].astimezone().isoformat(" ", "seconds")
+        started = row["started_at"].astimezone().strftime("%Y-%m-%d %H:%M:%S")
         table.add_row(*(Text(str(value)) for value in (
             row["view"], started, f"{row['duration_s']:.2f}", row["mode"], row["engine"] or "-",
             row["rows_in"] if row["rows_in"] is not None else "-",
             row["rows_out"] if row["rows_out"] is not None else "-",
-            row["frontier_after"] or "-", row["error"] or row["reason"] or "")))
+            row["error"] or row["reason"] or "")))
     console.print(table)
 
 
