@@ -83,25 +83,23 @@ def tick(view: str, config: ConfigOption = Path("lakehouse.yaml"),
 @app.command()
 def suspend(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
     """Stop refreshing a view on its schedule (persisted; ``resume`` undoes it)."""
-    try:
-        with _pipeline(config) as pipeline:
-            pipeline.suspend(view)
-            name = pipeline.config.view(view).name
-    except LakehouseError as error:
-        raise fail(error) from None
-    console.print(f"{name}: suspended", markup=False)
+    _set_suspended(view, config, suspended=True)
 
 
 @app.command()
 def resume(view: str, config: ConfigOption = Path("lakehouse.yaml")) -> None:
     """Refresh a suspended view on its schedule again."""
+    _set_suspended(view, config, suspended=False)
+
+
+def _set_suspended(view: str, config: Path, *, suspended: bool) -> None:
     try:
         with _pipeline(config) as pipeline:
-            pipeline.resume(view)
+            (pipeline.suspend if suspended else pipeline.resume)(view)
             name = pipeline.config.view(view).name
     except LakehouseError as error:
         raise fail(error) from None
-    console.print(f"{name}: resumed", markup=False)
+    console.print(f"{name}: {'suspended' if suspended else 'resumed'}", markup=False)
 
 
 @app.command()
