@@ -231,7 +231,14 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         """
         request = self.wait_request(view, source, version)
         return wait_for(self.config, self.catalog, request, timeout_s,
-                        lambda: self.late_reason(request.view))
+                        lambda: self.late_reason_or_unknown(request.view))
+
+    def late_reason_or_unknown(self, view: str) -> str:
+        """:meth:`late_reason`; a failure to read it does not hide the timeout."""
+        try:
+            return self.late_reason(view)
+        except Exception as error:  # the reason is a courtesy: the timeout stands without it
+            return f"unknown ({type(error).__name__} while reading the view's status)"
 
     def wait_request(self, view: str, source: str, version: int) -> WaitRequest:
         """What :meth:`wait` waits for, checked: the view reads the source.

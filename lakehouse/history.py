@@ -61,6 +61,9 @@ EXPIRE_BATCH = 20
 CLOSE_TIMEOUT_S = 10.0
 """How long closing waits for queued rows to be appended."""
 
+_STOP = threading.Event()
+"""Queued by :meth:`HistoryWriter.close`: the writer's thread returns once it takes it."""
+
 HISTORY_TABLE_PROPERTIES = {"commit.manifest-merge.enabled": "true"}
 """Appends merge small manifests, so the table's manifest list does not grow per refresh."""
 
@@ -164,8 +167,7 @@ class RefreshHistory:
             try:
                 table = self._load_or_create()
                 table.append(data)
-                _expire_old_snapshots(table)
-                return
+                break
             except CommitFailedException as error:
                 if attempt == COMMIT_ATTEMPTS:
                     raise HistoryError(f"append lost to other writers: {error}",
@@ -175,6 +177,7 @@ class RefreshHistory:
             except Exception as error:  # catalog and storage clients raise many types
                 raise HistoryError(f"append failed: {_first_line(error)}",
                                    table=self.identifier) from error
+        _expire_old_snapshots(table)
 
     def read(self, view: str | None = None, limit: int | None = None) -> pa.Table:
         """The recorded refreshes, newest first (:data:`HISTORY_SCHEMA`).
@@ -312,11 +315,16 @@ class HistoryWriter:
         return done.wait(timeout_s)
 
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
-        """Append what is queued, waiting at most ``timeout_s``; log what is left behind."""
+        """Append what is queued, waiting at most ``timeout_s``, then stop the thread.
+
+        What is left behind (the catalog does not answer) is logged as lost.
+        """
         if not self.flush(timeout_s):
             log.warning("history table %r: gave up appending after %.0f s (the catalog "
                         "does not answer); the last refreshes are not recorded",
                         self.history.identifier, timeout_s)
+        self._queue.put(_STOP)
+        self._thread.join(timeout_s)
 
     def _run(self) -> None:
         while True:
@@ -325,6 +333,8 @@ class HistoryWriter:
                 self._append(batch)
             for marker in markers:
                 marker.set()
+            if _STOP in markers:
+                return
 
     def _take(self) -> tuple[list[HistoryRow], list[threading.Event]]:
         """Everything queued now (waiting for at least one item): rows and flush markers."""
@@ -351,12 +361,19 @@ def _expire_old_snapshots(table: Table) -> None:
 
     Each append is a snapshot; without this, the table's metadata (rewritten by every
     commit) grows by one snapshot per refresh. Rows are never lost: they are all in the
-    current snapshot.
+    current snapshot. A snapshot a branch or tag points at is kept. Best effort, after
+    the append landed: a failure (another process expiring the same ones first) is only
+    logged, and the next append tries again.
     """
+    referenced = {ref.snapshot_id for ref in table.metadata.refs.values()}
     snapshots = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
-    old = [s.snapshot_id for s in snapshots[:-KEPT_SNAPSHOTS]]
-    if len(old) >= EXPIRE_BATCH:
+    old = [s.snapshot_id for s in snapshots[:-KEPT_SNAPSHOTS] if s.snapshot_id not in referenced]
+    if len(old) < EXPIRE_BATCH:
+        return
+    try:
         table.maintenance.expire_snapshots().by_ids(old).commit()
+    except Exception as error:  # lost to another writer, or already expired by it
+        log.info("history table: snapshots not expired this time: %s", _first_line(error))
 
 
 def refreshed_from(committed: Mapping[str, Mapping[str, int] | None],

@@ -30,9 +30,16 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError as IcebergForbiddenError
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import UnauthorizedError as IcebergUnauthorizedError
 from sse_starlette import EventSourceResponse
 
-from catalog_api.errors import BadRequestError, CatalogError, ForbiddenError, NotFoundError
+from catalog_api.errors import (
+    BadRequestError,
+    CatalogError,
+    ForbiddenError,
+    NotAuthorizedError,
+    NotFoundError,
+)
 from lakehouse.api import Pipeline
 from lakehouse.catalog_client import TOKEN_PATH, storage_properties
 from lakehouse.config import Config
@@ -83,16 +90,17 @@ def views_router(config: Config) -> APIRouter:
         wanted = await _in_thread(threads, _checked, pipeline.wait_request, view, source,
                                   snapshot)
         deadline = time.monotonic() + timeout_s
-        while True:
+        while not await request.is_disconnected():
             found = await _in_thread(threads, _checked, first_reflecting, config, catalog,
                                      wanted)
             if found is not None:
                 return {"view": view, "snapshot_id": found}
             if time.monotonic() >= deadline:
-                reason = await _in_thread(threads, _late_reason, pipeline, view)
+                reason = await _in_thread(threads, pipeline.late_reason_or_unknown, view)
                 raise WaitTimeout(f"view {view!r}: no snapshot reflects {source} at "
                                   f"{snapshot} after {timeout_s:g} s: {reason}")
             await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+        raise CatalogError("the client went away")  # nobody reads this answer
 
     return router
 
@@ -116,13 +124,8 @@ def _checked(function: Callable[..., T], *args: Any) -> T:
         raise BadRequestError(str(error)) from None
     except IcebergForbiddenError:
         raise ForbiddenError("the caller may not read a table this needs") from None
-
-
-def _late_reason(pipeline: Pipeline, view: str) -> str:
-    try:
-        return pipeline.late_reason(view)
-    except Exception as error:  # the reason is a courtesy: the timeout stands without it
-        return f"unknown ({type(error).__name__} while reading the view's status)"
+    except IcebergUnauthorizedError:
+        raise NotAuthorizedError("the caller's token expired or was revoked") from None
 
 
 async def _events(request: Request, subscription: Subscription, first: ViewChange | None,
@@ -161,6 +164,8 @@ def _guarded(next_change: Callable[[], ViewChange | None], view: str) -> ViewCha
         raise BadRequestError(str(error)) from None
     except IcebergForbiddenError:
         raise ForbiddenError(f"the caller may not read view {view!r}") from None
+    except IcebergUnauthorizedError:
+        raise NotAuthorizedError("the caller's token expired or was revoked") from None
     except NoSuchTableError:
         raise NotFoundError(f"view {view!r} has no table any more") from None
     except Exception as error:  # logged by the caller's error event; no trace to the client

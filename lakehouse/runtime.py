@@ -160,6 +160,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.history_writer = HistoryWriter(self.history) if self.history else None
         self._suspended: TTLCache[str, dict[str, str]] = TTLCache(1, SUSPENSION_TTL_S)
         self._last_failure: dict[str, str] = {}
+        self._suspension_error = ""
 
     def _start_spark(self) -> SparkSession:
         """Start the Spark session of the pipeline (:class:`LazySession` calls it once)."""
@@ -329,7 +330,9 @@ class Runtime(AbstractContextManager["Runtime"]):
             try:
                 views = self.history.suspended()
             except HistoryError as error:  # no history (not granted, unreachable): no view
-                log.warning("%s; refreshing every view", error)  # is taken to be suspended
+                if str(error) != self._suspension_error:  # is taken to be suspended
+                    log.warning("%s; refreshing every view", error)  # (once per error)
+                    self._suspension_error = str(error)
                 views = {}
             self._suspended["views"] = views
             self.metrics.set_suspended(views)

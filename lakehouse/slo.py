@@ -15,6 +15,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pyiceberg.exceptions import ServerError
+from requests.exceptions import ConnectionError as RequestConnectionError
+from requests.exceptions import Timeout
+
 from lakehouse.errors import (
     CatalogAccessError,
     CatalogUnavailableError,
@@ -33,14 +37,32 @@ SLO_WINDOW_S = 3600.0
 
 
 def degraded_reason(error: BaseException) -> str:
-    """The degraded reason a refresh that failed with ``error`` leaves its view in."""
-    if isinstance(error, SchemaChangedError):
-        return "schema changed"
-    if isinstance(error, SourceError):
-        return "source unavailable"
-    if isinstance(error, CatalogUnavailableError | CatalogAccessError):
-        return "catalog unavailable"
+    """The degraded reason a refresh that failed with ``error`` leaves its view in.
+
+    The error and its causes are looked at (a refresh wraps what failed in a
+    ``RefreshError``): a schema change, a source that cannot be read, or a catalog that
+    does not answer (its client's connection errors and timeouts, a 5xx); else
+    ``refresh failing``.
+    """
+    for cause in _causes(error):
+        if isinstance(cause, SchemaChangedError):
+            return "schema changed"
+        if isinstance(cause, CatalogUnavailableError | CatalogAccessError | ServerError |
+                      RequestConnectionError | Timeout):
+            return "catalog unavailable"
+        if isinstance(cause, SourceError):
+            return "source unavailable"
     return "refresh failing"
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error``, then what caused it, and so on (each once)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
 @dataclass(frozen=True)

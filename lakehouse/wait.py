@@ -123,15 +123,25 @@ def _inclusion(config: Config, catalog: Catalog,
         raise SourceError(f"has no snapshot {request.version}", source=request.source)
     head = metadata.refs[ref].snapshot_id if ref in metadata.refs else None
     floor = by_id[request.version].sequence_number
-    known: dict[int, bool] = {}
+    known: dict[int, bool] = {request.version: True}
 
     def includes(version: int | None) -> bool:
+        """Whether ``request.version`` is ``version`` or one of its ancestors.
+
+        Every snapshot walked through gets the same answer: the walks of all the view's
+        frontiers together visit each source snapshot once.
+        """
         if version is None:
             return False
-        if version not in known:
-            known[version] = any(s.snapshot_id == request.version
-                                 for s in _lineage(by_id, version, stop_below=floor))
-        return known[version]
+        walked: list[int] = []
+        answer = False
+        for snapshot in _lineage(by_id, version, stop_below=floor):
+            if snapshot.snapshot_id in known:
+                answer = known[snapshot.snapshot_id]
+                break
+            walked.append(snapshot.snapshot_id)
+        known.update(dict.fromkeys(walked, answer))
+        return answer
 
     if head is None or not includes(head):
         raise SourceError(f"snapshot {request.version} is not on {ref} (another branch, or "

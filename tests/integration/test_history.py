@@ -94,6 +94,7 @@ def test_the_writer_appends_what_is_queued_in_one_commit(rest_catalog: RestCatal
     for minutes in range(6):  # queued while the first append creates the table and commits
         writer.record(_row("v.a", minutes))
     writer.close()
+    assert not writer._thread.is_alive()  # closing stops its thread
     assert history.read("v.a").num_rows == 6
     assert len(rest_catalog.load_table(history.identifier).metadata.snapshots) <= 2
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import requests
 
 from lakehouse.config import parse_config
-from lakehouse.errors import ConfigError, SchemaChangedError, SourceError
+from lakehouse.errors import ConfigError, RefreshError, SchemaChangedError, SourceError
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult
 from lakehouse.scheduler import ON_CHANGE_POLL_S, Scheduler, next_fire_s
@@ -65,6 +66,13 @@ def test_degraded_reasons_come_from_suspension_failures_and_lag() -> None:
     assert degraded_reason(SchemaChangedError("x", view="v.a", source="s", column="c",
                                               change="dropped")) == "schema changed"
     assert degraded_reason(RuntimeError("boom")) == "refresh failing"
+    try:  # a refresh wraps what failed: the cause decides
+        try:
+            raise requests.ConnectionError("connection refused")
+        except requests.ConnectionError as cause:
+            raise RefreshError("refresh failed: connection refused", view="v.a") from cause
+    except RefreshError as wrapped:
+        assert degraded_reason(wrapped) == "catalog unavailable"
 
 
 def test_a_target_lag_sets_the_cadence_unless_every_is_given() -> None:
