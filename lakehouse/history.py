@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,7 +42,7 @@ from lakehouse.errors import HistoryError
 if TYPE_CHECKING:
     from lakehouse.refresh import RefreshResult
 
-__all__ = ["HISTORY_SCHEMA", "HistoryRow", "HistoryWriter", "RefreshHistory", "SUSPENSION_TTL_S"]
+__all__ = ["HISTORY_SCHEMA", "HistoryRow", "RefreshHistory", "SUSPENSION_TTL_S", "first_line"]
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +56,6 @@ KEPT_SNAPSHOTS = 20
 """Snapshots of the history table kept; older ones are expired, :data:`EXPIRE_BATCH` at a time."""
 EXPIRE_BATCH = 20
 
-CLOSE_TIMEOUT_S = 10.0
-"""How long closing waits for queued rows to be appended."""
-
-_STOP = threading.Event()
-"""Queued by :meth:`HistoryWriter.close`: the writer's thread returns once it takes it."""
 
 HISTORY_TABLE_PROPERTIES = {"commit.manifest-merge.enabled": "true"}
 """Appends merge small manifests, so the table's manifest list does not grow per refresh."""
@@ -175,7 +168,7 @@ class RefreshHistory:
             except HistoryError:
                 raise
             except Exception as error:  # catalog and storage clients raise many types
-                raise HistoryError(f"append failed: {_first_line(error)}",
+                raise HistoryError(f"append failed: {first_line(error)}",
                                    table=self.identifier) from error
         _expire_old_snapshots(table)
 
@@ -197,7 +190,7 @@ class RefreshHistory:
             scan = table.scan(row_filter=matching) if matching is not None else table.scan()
             rows = scan.to_arrow().cast(HISTORY_SCHEMA)
         except Exception as error:
-            raise HistoryError(f"read failed: {_first_line(error)}",
+            raise HistoryError(f"read failed: {first_line(error)}",
                                table=self.identifier) from error
         rows = rows.sort_by([("started_at", "descending")])
         return rows if limit is None else rows.slice(0, limit)
@@ -215,7 +208,7 @@ class RefreshHistory:
         except NoSuchNamespaceError:
             return {}
         except Exception as error:
-            raise HistoryError(f"cannot read its namespace's properties: {_first_line(error)}",
+            raise HistoryError(f"cannot read its namespace's properties: {first_line(error)}",
                                table=self.identifier) from error
         return {key.removeprefix(SUSPENDED_PREFIX): value
                 for key, value in properties.items() if key.startswith(SUSPENDED_PREFIX)}
@@ -246,7 +239,7 @@ class RefreshHistory:
             self.catalog.create_namespace_if_not_exists(self.namespace)
             self.catalog.update_namespace_properties(self.namespace, removals, dict(updates or {}))
         except Exception as error:
-            raise HistoryError(f"cannot set its namespace's properties: {_first_line(error)}",
+            raise HistoryError(f"cannot set its namespace's properties: {first_line(error)}",
                                table=self.identifier) from error
 
     def _load(self) -> Table | None:
@@ -260,7 +253,7 @@ class RefreshHistory:
         except NoSuchTableError:
             return None
         except Exception as error:
-            raise HistoryError(f"cannot load it: {_first_line(error)}",
+            raise HistoryError(f"cannot load it: {first_line(error)}",
                                table=self.identifier) from error
 
     def _load_or_create(self) -> Table:
@@ -277,83 +270,8 @@ class RefreshHistory:
             return self.catalog.create_table_if_not_exists(
                 self.identifier, schema=HISTORY_SCHEMA, properties=HISTORY_TABLE_PROPERTIES)
         except Exception as error:
-            raise HistoryError(f"cannot create it: {_first_line(error)}",
+            raise HistoryError(f"cannot create it: {first_line(error)}",
                                table=self.identifier) from error
-
-
-class HistoryWriter:
-    """Appends history rows from a thread of its own, in order, off the refresh's path.
-
-    A tick returns once its view's commits landed; its row is queued, and the thread
-    appends what is queued in one commit (about 40 ms) while the next tick runs. A batch
-    that cannot be appended is logged as a warning: the refresh's commits stand. The thread
-    is a daemon: rows still queued when the process dies, or when :meth:`close` gives up
-    waiting, are lost.
-
-    Args:
-        history: The history table.
-    """
-
-    def __init__(self, history: RefreshHistory):
-        self.history = history
-        self._queue: queue.Queue[HistoryRow | threading.Event] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="history", daemon=True)
-        self._thread.start()
-
-    def record(self, row: HistoryRow) -> None:
-        """Queue ``row`` for appending."""
-        self._queue.put(row)
-
-    def flush(self, timeout_s: float | None = None) -> bool:
-        """Wait until every row queued before is appended (or logged as lost).
-
-        Returns:
-            False if ``timeout_s`` passed first.
-        """
-        done = threading.Event()
-        self._queue.put(done)
-        return done.wait(timeout_s)
-
-    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
-        """Append what is queued, waiting at most ``timeout_s``, then stop the thread.
-
-        What is left behind (the catalog does not answer) is logged as lost.
-        """
-        if not self.flush(timeout_s):
-            log.warning("history table %r: gave up appending after %.0f s (the catalog "
-                        "does not answer); the last refreshes are not recorded",
-                        self.history.identifier, timeout_s)
-        self._queue.put(_STOP)
-        self._thread.join(timeout_s)
-
-    def _run(self) -> None:
-        while True:
-            batch, markers = self._take()
-            if batch:
-                self._append(batch)
-            for marker in markers:
-                marker.set()
-            if _STOP in markers:
-                return
-
-    def _take(self) -> tuple[list[HistoryRow], list[threading.Event]]:
-        """Everything queued now (waiting for at least one item): rows and flush markers."""
-        items = [self._queue.get()]
-        while True:
-            try:
-                items.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return ([i for i in items if isinstance(i, HistoryRow)],
-                [i for i in items if isinstance(i, threading.Event)])
-
-    def _append(self, rows: list[HistoryRow]) -> None:
-        try:
-            self.history.append(rows)
-        except Exception as error:  # whatever the cause, the refreshes themselves stand
-            log.warning("history table %r: %s (%d refreshes from %s not recorded)",
-                        self.history.identifier, _first_line(error), len(rows),
-                        rows[0].started_at.isoformat())
 
 
 def _expire_old_snapshots(table: Table) -> None:
@@ -373,7 +291,7 @@ def _expire_old_snapshots(table: Table) -> None:
     try:
         table.maintenance.expire_snapshots().by_ids(old).commit()
     except Exception as error:  # lost to another writer, or already expired by it
-        log.info("history table: snapshots not expired this time: %s", _first_line(error))
+        log.info("history table: snapshots not expired this time: %s", first_line(error))
 
 
 def refreshed_from(committed: Mapping[str, Mapping[str, int] | None],
@@ -399,5 +317,6 @@ def _json(frontier: Mapping[str, int] | None) -> str | None:
     return None if frontier is None else json.dumps(dict(frontier), sort_keys=True)
 
 
-def _first_line(error: Exception) -> str:
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (its type's name when it has none)."""
     return str(error).splitlines()[0] if str(error) else type(error).__name__

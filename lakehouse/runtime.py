@@ -37,10 +37,10 @@ from lakehouse.errors import ConfigError, HistoryError, ListenError, SourceError
 from lakehouse.history import (
     SUSPENSION_TTL_S,
     HistoryRow,
-    HistoryWriter,
     RefreshHistory,
     refreshed_from,
 )
+from lakehouse.history_writer import HistoryWriter
 from lakehouse.metrics import RefreshMetrics
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns

@@ -14,9 +14,9 @@ from lakehouse.history import (
     EXPIRE_BATCH,
     KEPT_SNAPSHOTS,
     HistoryRow,
-    HistoryWriter,
     RefreshHistory,
 )
+from lakehouse.history_writer import HistoryWriter
 from lakehouse.refresh import RefreshResult
 from lakehouse.runtime import Runtime
 from tests.conftest_catalog import CatalogServerHandle
