@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import urllib.request
+from pathlib import Path
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -70,3 +73,25 @@ def test_metrics_are_served_over_http() -> None:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         body = response.read().decode()
     assert 'lakehouse_refreshes_total{engine="none",mode="full",view="v.b"} 1.0' in body
+
+
+def test_the_grafana_dashboard_queries_only_exported_metrics() -> None:
+    """docker/grafana's dashboard names each metric (and label) the pipeline exports."""
+    clock = Clock()
+    metrics = RefreshMetrics(clock, targets_s={"v.a": 5.0})
+    metrics.record(RefreshResult("v.a", "incremental", {"s": 1}, duration_s=0.2,
+                                 engine="local"), clock.now_s)
+    metrics.record_failure("v.a", "refresh failing")
+    exported = {name for name, _ in samples(metrics)}
+    labels = {label for _, pairs in samples(metrics) for label, _ in pairs}
+    path = Path(__file__).parents[2] / "docker" / "grafana" / "lakehouse-dashboard.json"
+    dashboard = json.loads(path.read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    queried = {name for expr in exprs for name in re.findall(r"\blakehouse_[a-z_]+", expr)}
+    assert queried and queried <= exported, queried - exported
+    used = {label for expr in exprs for label in re.findall(r"\b(\w+)\s*(?:=~|!=|=)\s*\"", expr)}
+    used |= {label for expr in exprs for group in re.findall(r"by \(([^)]*)\)", expr)
+             for label in re.split(r",\s*", group)}
+    assert used <= labels | {"le"}, used - labels
+    assert {"lakehouse_view_lag_seconds", "lakehouse_view_target_lag_seconds",
+            "lakehouse_view_slo_compliance", "lakehouse_view_degraded"} <= queried
