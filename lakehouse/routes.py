@@ -48,7 +48,7 @@ from lakehouse.subscriptions import POLL_S, Subscription, ViewChange
 from lakehouse.wait import POLL_S as WAIT_POLL_S
 from lakehouse.wait import first_reflecting
 
-__all__ = ["PREFIX", "views_router"]
+__all__ = ["PREFIX", "caller_client", "views_router"]
 
 PREFIX = "/lakehouse/v1"
 MAX_WAIT_S = 600.0
@@ -186,11 +186,7 @@ def _caller_catalog(config: Config, request: Request, view: str) -> Catalog:
         config.view(view)
     except LakehouseError:
         raise NotFoundError(f"the pipeline has no view {view!r}") from None
-    header = request.headers.get("authorization", "")
-    token = header[7:] if header.lower().startswith("bearer ") else None
-    uri = f"{_own_base_url(request)}/iceberg"
-    caller = {"token": token, "oauth2-server-uri": f"{uri}{TOKEN_PATH}"} if token else {}
-    catalog = RestCatalog("caller", uri=uri, **caller, **storage_properties(config))
+    catalog = caller_client(config, request)
     try:
         catalog.load_table(view)
     except NoSuchTableError:
@@ -201,14 +197,23 @@ def _caller_catalog(config: Config, request: Request, view: str) -> Catalog:
     return catalog
 
 
-def _own_base_url(request: Request) -> str:
-    """This service's address as the socket it accepted on (never the client's ``Host``).
+def caller_client(config: Config, request: Request) -> RestCatalog:
+    """A client of this service's own REST API that acts as the caller (its bearer token).
 
-    A wildcard bind address is reached on loopback.
+    It calls the address of the socket the request came in on, never the client's
+    ``Host``. Blocking to build (it reads the service's config): run it in a thread.
     """
+    header = request.headers.get("authorization", "")
+    token = header[7:] if header.lower().startswith("bearer ") else None
+    uri = f"{_own_base_url(request)}/iceberg"
+    caller = {"token": token, "oauth2-server-uri": f"{uri}{TOKEN_PATH}"} if token else {}
+    return RestCatalog("caller", uri=uri, **caller, **storage_properties(config))
+
+
+def _own_base_url(request: Request) -> str:
+    """This service's address: the local end of the connection the request came in on."""
     server = request.scope.get("server")
     if not server:
         raise CatalogError("the service's own address is unknown")
     host, port = server
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # noqa: S104
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -89,11 +89,11 @@ def start_catalog(config: Config, port: int | None = None) -> RunningServer:
     prepare_warehouse(config)
     try:
         from catalog_api.server import serve_in_thread  # the web app: only when serving
-        from lakehouse.routes import views_router
+        from lakehouse.served import pipeline_routers
 
         return serve_in_thread(catalog_settings(config), config.catalog.host,
                                config.catalog.port if port is None else port,
-                               routers=[views_router(config)])
+                               routers=pipeline_routers(config))
     except AuthSetupError as error:
         raise auth_config_error(error) from None
     except CatalogListenError as error:

@@ -4,7 +4,8 @@
 # - postgresql: the server binaries (initdb, pg_ctl) the tests start on loopback to run the
 #   catalog store on PostgreSQL (tests/conftest_postgres.py);
 # - docker-compose: validates docker/compose.yaml (`docker-compose config`,
-#   tests/unit/test_docker.py); no Docker engine is needed for that.
+#   tests/unit/test_docker.py); no Docker engine is needed for that;
+# - chromium: renders the status page headless (tests/integration/test_status_page.py).
 set -euo pipefail
 packages=()
 command -v mvn >/dev/null || packages+=(maven)
@@ -12,6 +13,7 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null && ! command -v pg
   packages+=(postgresql)
 fi
 command -v docker-compose >/dev/null || packages+=(docker-compose)
+command -v chromium >/dev/null || packages+=(chromium)
 [ ${#packages[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "no apt-get: install ${packages[*]} yourself" >&2

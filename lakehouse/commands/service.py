@@ -105,14 +105,14 @@ def serve(config: ConfigOption = Path("lakehouse.yaml"),
     from catalog_api.server import serve as serve_catalog
     from lakehouse.catalog_client import auth_config_error, catalog_settings
     from lakehouse.errors import ListenError
-    from lakehouse.routes import views_router
+    from lakehouse.served import pipeline_routers
     from lakehouse.storage_probe import prepare_warehouse
 
     settings = load(config)
     try:
         prepare_warehouse(settings)
         serve_catalog(catalog_settings(settings), host or settings.catalog.host,
-                      port or settings.catalog.port, routers=[views_router(settings)])
+                      port or settings.catalog.port, routers=pipeline_routers(settings))
     except AuthSetupError as error:
         raise fail(auth_config_error(error)) from None
     except CatalogListenError as error:
