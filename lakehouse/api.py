@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -177,15 +178,18 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         """Each view's frontier, lag, rows, state (ok, suspended, stopped and why)."""
         return view_statuses(self.config, self.catalog)
 
-    def history(self, view: str | None = None, limit: int | None = 20) -> pa.Table:
+    def history(self, view: str | None = None, limit: int | None = 20,
+                since: datetime | None = None) -> pa.Table:
         """The recorded refreshes, newest first (:data:`lakehouse.history.HISTORY_SCHEMA`).
+
+        ``since``: only those started at or after it.
 
         Raises:
             lakehouse.errors.ConfigError: No view has that name, or no history is kept.
             lakehouse.errors.HistoryError: The history table cannot be read.
         """
         name = self.config.view(view).name if view is not None else None
-        return self._history("no history is kept").read(name, limit)
+        return self._history("no history is kept").read(name, limit, since)
 
     def suspend(self, view: str) -> None:
         """Stop refreshing ``view`` on its schedule (persisted in the catalog)."""

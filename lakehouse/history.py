@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
-from pyiceberg.expressions import EqualTo, Reference
+from pyiceberg.expressions import And, BooleanExpression, EqualTo, GreaterThanOrEqual, Reference
 from pyiceberg.expressions.literals import literal
 from pyiceberg.table import Table
 
@@ -172,12 +172,15 @@ class RefreshHistory:
                                    table=self.identifier) from error
         _expire_old_snapshots(table)
 
-    def read(self, view: str | None = None, limit: int | None = None) -> pa.Table:
+    def read(self, view: str | None = None, limit: int | None = None,
+             since: datetime | None = None) -> pa.Table:
         """The recorded refreshes, newest first (:data:`HISTORY_SCHEMA`).
 
         Args:
             view: Only this view's refreshes; None: every view's.
             limit: At most this many rows; None: all.
+            since: Only refreshes started at or after this time (the scan skips data files
+                whose statistics end before it); None: all.
 
         Raises:
             HistoryError: The table cannot be read.
@@ -185,9 +188,15 @@ class RefreshHistory:
         table = self._load()
         if table is None:
             return HISTORY_SCHEMA.empty_table()
+        filters: list[BooleanExpression] = []
+        if view:
+            filters.append(EqualTo(term=Reference("view"), value=literal(view)))
+        if since is not None:
+            filters.append(GreaterThanOrEqual(term=Reference("started_at"),
+                                              value=literal(since.isoformat())))
         try:
-            matching = EqualTo(term=Reference("view"), value=literal(view)) if view else None
-            scan = table.scan(row_filter=matching) if matching is not None else table.scan()
+            scan = table.scan(row_filter=And(*filters)) if len(filters) > 1 else (
+                table.scan(row_filter=filters[0]) if filters else table.scan())
             rows = scan.to_arrow().cast(HISTORY_SCHEMA)
         except Exception as error:
             raise HistoryError(f"read failed: {first_line(error)}",

@@ -20,7 +20,7 @@ import html
 import io
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -85,7 +85,9 @@ def render(config: Config, catalog: Catalog, plan: Callable[[str], str],
     now_s = time.time() if now_s is None else now_s
     pipeline = Pipeline(config, catalog)
     states = pipeline.status()
-    rows = _recent(pipeline.history(None, None), now_s) if config.history_table else {}
+    since = datetime.fromtimestamp(now_s - 2 * SLO_WINDOW_S, UTC)  # the window, and before
+    rows = (_recent(pipeline.history(None, None, since=since), now_s) if config.history_table
+            else {})
     targets = {view.name: view.target_lag_s for view in config.views}
     sections = [_view_section(state, rows.get(state.view, []), targets[state.view], plan,
                               now_s) for state in states]

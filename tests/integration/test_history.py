@@ -42,6 +42,8 @@ def test_rows_read_back_newest_first_per_view(rest_catalog: RestCatalog,
     assert (rows[1]["frontier_before"], rows[1]["frontier_after"]) == (
         '{"flights": 0}', '{"flights": 1}')
     assert [r["view"] for r in history.read(limit=2).to_pylist()] == ["v.a", "v.b"]
+    recent = history.read(since=START + timedelta(minutes=2)).to_pylist()
+    assert [(r["view"], r["mode"]) for r in recent] == [("v.a", "full"), ("v.b", "incremental")]
 
 
 def test_concurrent_appends_each_land(rest_catalog: RestCatalog, catalog_namespace: str) -> None:
