@@ -84,10 +84,14 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         config: The validated configuration.
         catalog: The catalog client to read with, instead of one with the pipeline's own
             credential (the service passes one acting as its caller).
+        serve_catalog: Start the embedded catalog when the config has one and nothing
+            answers (False inside the catalog service itself).
     """
 
-    def __init__(self, config: Config, catalog: Catalog | None = None):
+    def __init__(self, config: Config, catalog: Catalog | None = None, *,
+                 serve_catalog: bool = True):
         self.config = config
+        self.serve_catalog = serve_catalog
         self._stack = ExitStack()
         self._runtime: Runtime | None = None
         self._given = self._catalog = catalog
@@ -113,7 +117,8 @@ class Pipeline(AbstractContextManager["Pipeline"]):
                 uri = self._catalog.properties["uri"]              # opened: the same one
                 config = config.model_copy(update={"catalog": config.catalog.model_copy(
                     update={"uri": uri})})
-            self._runtime = self._stack.enter_context(Runtime(config))
+            self._runtime = self._stack.enter_context(
+                Runtime(config, start_embedded_catalog=self.serve_catalog))
         return self._runtime
 
     @property

@@ -179,8 +179,8 @@ class RefreshHistory:
         Args:
             view: Only this view's refreshes; None: every view's.
             limit: At most this many rows; None: all.
-            since: Only refreshes started at or after this time (the scan skips data files
-                whose statistics end before it); None: all.
+            since: Only refreshes started at or after this time (naive: local time; the
+                scan skips data files whose statistics end before it); None: all.
 
         Raises:
             HistoryError: The table cannot be read.
@@ -193,7 +193,7 @@ class RefreshHistory:
             filters.append(EqualTo(term=Reference("view"), value=literal(view)))
         if since is not None:
             filters.append(GreaterThanOrEqual(term=Reference("started_at"),
-                                              value=literal(since.isoformat())))
+                                              value=literal(since.astimezone(UTC).isoformat())))
         try:
             scan = table.scan(row_filter=And(*filters)) if len(filters) > 1 else (
                 table.scan(row_filter=filters[0]) if filters else table.scan())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import io
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -26,15 +27,17 @@ from typing import Any, TypeVar
 
 import anyio
 import pyarrow as pa
-from cachetools import TTLCache
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import ForbiddenError as IcebergForbiddenError
+from pyiceberg.exceptions import UnauthorizedError as IcebergUnauthorizedError
 
-from catalog_api.errors import ForbiddenError
+from catalog_api.errors import CatalogError, ForbiddenError, NotAuthorizedError
 from lakehouse.api import Pipeline
 from lakehouse.config import Config
+from lakehouse.errors import HistoryError
+from lakehouse.history import first_line
 from lakehouse.routes import caller_client
 from lakehouse.slo import SLO_WINDOW_S, FreshnessLog
 from lakehouse.status import ViewStatus
@@ -42,18 +45,18 @@ from lakehouse.status import ViewStatus
 __all__ = ["status_router"]
 
 T = TypeVar("T")
-PLAN_TTL_S = 60.0
-"""How long a view's rendered plan is reused (compiling one reads the sources' schemas)."""
 LAST_REFRESHES = 8
 """Refreshes listed per view."""
+HISTORY_READ_S = 24 * 3600.0
+"""How far back the page reads the history: the window, and the last refresh before it (a
+view idle for longer shows from its first refresh in the window only)."""
 
 
 def status_router(config: Config) -> APIRouter:
     """The ``/status`` page for the views of ``config``."""
     router = APIRouter(tags=["Pipeline"])
     threads = anyio.CapacityLimiter(2)  # this server's: bound to its event loop
-    plans: TTLCache[str, str] = TTLCache(maxsize=256, ttl=PLAN_TTL_S)
-    planner = Pipeline(config)  # compiles the plans (their runtime starts no Spark)
+    planner = _Planner(config)
 
     @router.get("/status", response_class=HTMLResponse, summary="The pipeline's status page")
     async def status_page(request: Request) -> HTMLResponse:
@@ -62,11 +65,15 @@ def status_router(config: Config) -> APIRouter:
                                                  limiter=threads)
         try:
             page = await anyio.to_thread.run_sync(
-                partial(render, config, catalog, partial(_plan, planner, plans)),
-                limiter=threads)
-        except IcebergForbiddenError:
+                partial(render, config, catalog, planner.plan), limiter=threads)
+        except (IcebergForbiddenError, HistoryError) as error:
+            if isinstance(error, HistoryError) and not isinstance(
+                    error.__cause__, IcebergForbiddenError):
+                raise CatalogError(f"the refresh history cannot be read: {error}") from None
             raise ForbiddenError("the status page needs the reader role on every view and "
-                                 "source of the pipeline") from None
+                                 "source of the pipeline, and on the history") from None
+        except IcebergUnauthorizedError:
+            raise NotAuthorizedError("the caller's token expired or was revoked") from None
         return HTMLResponse(page)
 
     return router
@@ -85,7 +92,7 @@ def render(config: Config, catalog: Catalog, plan: Callable[[str], str],
     now_s = time.time() if now_s is None else now_s
     pipeline = Pipeline(config, catalog)
     states = pipeline.status()
-    since = datetime.fromtimestamp(now_s - 2 * SLO_WINDOW_S, UTC)  # the window, and before
+    since = datetime.fromtimestamp(now_s - HISTORY_READ_S, UTC)  # the window, and before it
     rows = (_recent(pipeline.history(None, None, since=since), now_s) if config.history_table
             else {})
     targets = {view.name: view.target_lag_s for view in config.views}
@@ -97,14 +104,19 @@ def render(config: Config, catalog: Catalog, plan: Callable[[str], str],
 
 
 def _recent(history: pa.Table, now_s: float) -> dict[str, list[dict[str, Any]]]:
-    """The history's rows of the SLO window (and the one before it), by view, oldest first."""
+    """Each view's refreshes of the SLO window, and its last one before it, oldest first.
+
+    Failed refreshes are kept (they are listed), but the lag is replayed from the others.
+    """
     by_view: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(history.to_pylist(), key=lambda r: r["started_at"]):
         by_view.setdefault(row["view"], []).append(row)
     start_s = now_s - SLO_WINDOW_S
-    return {view: [r for i, r in enumerate(rows) if _ended_s(r) >= start_s
-                   or (i + 1 < len(rows) and _ended_s(rows[i + 1]) >= start_s)]
-            for view, rows in by_view.items()}
+    recent = {}
+    for view, rows in by_view.items():
+        before = [r for r in rows if r["mode"] != "failed" and _ended_s(r) < start_s]
+        recent[view] = [*before[-1:], *(r for r in rows if _ended_s(r) >= start_s)]
+    return recent
 
 
 def _ended_s(row: Mapping[str, Any]) -> float:
@@ -199,14 +211,24 @@ def _view_section(state: ViewStatus, rows: Sequence[Mapping[str, Any]],
         stopped=html.escape(state.stopped or ""), plan=html.escape(plan(state.view)))
 
 
-def _plan(pipeline: Pipeline, plans: TTLCache[str, str], view: str) -> str:
-    """``view``'s plan as text, kept for :data:`PLAN_TTL_S`; the error if it does not compile."""
-    if view not in plans:
-        try:
-            plans[view] = pipeline.explain(view)
-        except Exception as error:  # shown on the page in place of the plan
-            plans[view] = f"no plan: {str(error).splitlines()[0] if str(error) else error!r}"
-    return plans[view]
+class _Planner:
+    """Compiles each view's plan once per service process, with the pipeline's credential.
+
+    Its runtime never starts a catalog (it runs inside one) nor Spark; a plan is compiled
+    on first request and kept (restart the service after a source's schema changes).
+    """
+
+    def __init__(self, config: Config):
+        self.pipeline = Pipeline(config, serve_catalog=False)
+        self._lock = threading.Lock()  # page threads share the runtime and its plans
+
+    def plan(self, view: str) -> str:
+        """``view``'s plan as text, or why it has none (the error's first line)."""
+        with self._lock:
+            try:
+                return self.pipeline.explain(view)
+            except Exception as error:  # shown on the page in place of the plan
+                return f"no plan: {first_line(error)}"
 
 
 _PAGE = """<!doctype html>

@@ -44,6 +44,8 @@ def test_rows_read_back_newest_first_per_view(rest_catalog: RestCatalog,
     assert [r["view"] for r in history.read(limit=2).to_pylist()] == ["v.a", "v.b"]
     recent = history.read(since=START + timedelta(minutes=2)).to_pylist()
     assert [(r["view"], r["mode"]) for r in recent] == [("v.a", "full"), ("v.b", "incremental")]
+    assert [r["mode"] for r in history.read("v.a", since=START + timedelta(minutes=2))
+            .to_pylist()] == ["full"]  # both filters
 
 
 def test_concurrent_appends_each_land(rest_catalog: RestCatalog, catalog_namespace: str) -> None:

@@ -39,26 +39,31 @@ SQL = "SELECT carrier, COUNT(*) AS n FROM flights GROUP BY carrier"
 @pytest.fixture
 def pipeline(catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
              catalog_namespace: str) -> Config:
-    """A source, a view built at its snapshot, and an hour of history (one failure)."""
+    """A source and two views built at its snapshot, with their recorded refreshes.
+
+    ``busy``: refreshed 70 (before the hour), 30 and 3 minutes ago, a failure 40 minutes
+    ago in between. ``idle``: last refreshed 90 minutes ago.
+    """
     flights = rest_catalog.create_table(f"{catalog_namespace}.flights",
                                         pa.schema([pa.field("carrier", pa.string())]))
     flights.append(pa.table({"carrier": ["AA", "UA", "AA"]}))
     frontier = {"flights": flights.refresh().current_snapshot().snapshot_id}
-    view = rest_catalog.create_table(f"{catalog_namespace}.by_carrier", pa.schema(
-        [pa.field("carrier", pa.string()), pa.field("n", pa.int64())]))
-    view.append(pa.table({"carrier": ["AA", "UA"], "n": pa.array([2, 1], pa.int64())}),
-                snapshot_properties={FRONTIER_KEY: json.dumps(frontier)})
+    names = [f"{catalog_namespace}.busy", f"{catalog_namespace}.idle"]
+    for name in names:
+        view = rest_catalog.create_table(name, pa.schema(
+            [pa.field("carrier", pa.string()), pa.field("n", pa.int64())]))
+        view.append(pa.table({"carrier": ["AA", "UA"], "n": pa.array([2, 1], pa.int64())}),
+                    snapshot_properties={FRONTIER_KEY: json.dumps(frontier)})
     config = parse_config({
         "warehouse": str(catalog_server.warehouse), "history_table": f"h_{catalog_namespace}.r",
         "catalog": {"embedded": False, "uri": catalog_server.uri},
         "sources": {"flights": {"iceberg": f"{catalog_namespace}.flights"}},
-        "views": [{"name": f"{catalog_namespace}.by_carrier", "sql": SQL,
-                   "target_lag": "5m"}]})
+        "views": [{"name": name, "sql": SQL, "target_lag": "5m"} for name in names]})
     now = datetime.now(UTC)
-    rows = [_refresh(config.views[0].name, now - timedelta(minutes=m), frontier)
-            for m in (55, 45, 30, 20, 3)]
-    rows.insert(3, HistoryRow.failed(config.views[0].name, now - timedelta(minutes=25), 0.4,
-                                     frontier, RuntimeError("source 'flights': gone")))
+    rows = [_refresh(names[0], now - timedelta(minutes=m), frontier) for m in (70, 30, 3)]
+    rows.insert(1, HistoryRow.failed(names[0], now - timedelta(minutes=40), 0.4, frontier,
+                                     RuntimeError("source 'flights': gone")))
+    rows.append(_refresh(names[1], now - timedelta(minutes=90), frontier))
     RefreshHistory(rest_catalog, config.history_table or "").append(rows)
     return config
 
@@ -85,15 +90,20 @@ def test_the_page_shows_each_views_state_lag_slo_refreshes_and_plan(
     page = httpx.get(f"http://127.0.0.1:{served.port}/status", timeout=60)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     text = page.text
-    view = pipeline.views[0].name
-    assert f'<section id="{view}">' in text and "<svg" in text
-    assert "Freshness lag over the last hour" in text
-    # refreshes started 55, 45, 30, 20 and 3 minutes ago (the failure commits nothing):
-    # against a 5 min target, late 5 + 10 + 5 + 12 of the 55 minutes since the first
-    slo = text.split("SLO: ")[1].split("%")[0]
-    assert abs(float(slo) - 100 * (1 - 32 / 55)) < 1, slo
-    assert text.count("<td>incremental</td>") == 5 and "source &#x27;flights&#x27;: gone" in text
-    assert f"[{Law.INVERTIBLE_AGGREGATE}]" in text  # the plan, with its laws
+    busy, idle = (view.name for view in pipeline.views)
+    assert f'<section id="{busy}">' in text and f'<section id="{idle}">' in text
+    assert "<svg" in text and "Freshness lag over the last hour" in text
+    slo = {name: float(text.split(f'<section id="{name}">')[1].split("SLO: ")[1]
+                       .split("%")[0]) for name in (busy, idle)}
+    # busy: as of 70 minutes ago at the hour's start (the failure at 40 commits nothing),
+    # so late from then to its refresh 30 minutes ago, and from 25 to 3 minutes ago:
+    # 52 of 60 minutes; idle: refreshed 90 minutes ago, late the whole hour
+    assert abs(slo[busy] - 100 * (1 - 52 / 60)) < 1, slo
+    assert slo[idle] == 0.0, slo
+    busy_section = text.split(f'<section id="{busy}">')[1].split("</section>")[0]
+    assert busy_section.count("<td>incremental</td>") == 3
+    assert "source &#x27;flights&#x27;: gone" in busy_section
+    assert f"[{Law.INVERTIBLE_AGGREGATE}]" in busy_section  # the plan, with its laws
 
 
 def test_chromium_renders_the_page(served: RunningServer, pipeline: Config,
@@ -106,6 +116,7 @@ def test_chromium_renders_the_page(served: RunningServer, pipeline: Config,
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     assert "<svg" in dom and pipeline.views[0].name in dom
+    assert dom.count("<path") > 10  # the plot's lines, as the browser parsed them
     shot = tmp_path / "status-page.png"
     started = time.monotonic()
     subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1100,1300", url],
