@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import io
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +45,8 @@ from lakehouse.status import ViewStatus
 
 __all__ = ["status_router"]
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
 LAST_REFRESHES = 8
 """Refreshes listed per view."""
@@ -69,7 +72,8 @@ def status_router(config: Config) -> APIRouter:
         except (IcebergForbiddenError, HistoryError) as error:
             if isinstance(error, HistoryError) and not isinstance(
                     error.__cause__, IcebergForbiddenError):
-                raise CatalogError(f"the refresh history cannot be read: {error}") from None
+                log.warning("status page: %s", error)  # the details stay in the service's log
+                raise CatalogError("the refresh history cannot be read") from None
             raise ForbiddenError("the status page needs the reader role on every view and "
                                  "source of the pipeline, and on the history") from None
         except IcebergUnauthorizedError:
