@@ -114,8 +114,8 @@ class HistoryRow:
     def failed(cls, view: str, started_at: datetime, duration_s: float,
                frontier_before: Mapping[str, int] | None, error: BaseException) -> HistoryRow:
         """The row of a refresh that failed with ``error``."""
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return cls(view, started_at, duration_s, "failed", frontier_before, error=message)
+        return cls(view, started_at, duration_s, "failed", frontier_before,
+                   error=first_line(error))
 
     def to_dict(self) -> dict[str, object]:
         """The row as :data:`HISTORY_SCHEMA` columns."""

@@ -22,11 +22,12 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyiceberg.table.snapshots import Snapshot
 from pyspark.sql import SparkSession
 
-from lakehouse.errors import SubscriptionError
+from lakehouse.errors import SnapshotExpiredError, SubscriptionError
 from lakehouse.sources.iceberg import IcebergSourceReader
+from lakehouse.sources.iceberg_lineage import Lineage, lineage
 from lakehouse.spark.lazy import LazySession
 from sinks.frontier import FRONTIER_KEY, decode_frontier
 
@@ -135,14 +136,15 @@ def snapshots_after(table: Table, since: int | None, view: str) -> list[Snapshot
         return []
     if since is None:
         return [current]
-    chain: list[Snapshot] = []
-    for snapshot in ancestors_of(current, table.metadata):
-        if snapshot.snapshot_id == since:
-            return chain[::-1]
-        chain.append(snapshot)
-    raise SubscriptionError(
-        f"snapshot {since} is no longer in the table's history (expired, or the table was "
-        "replaced): subscribe again without since, from its current content", view=view)
+    try:  # the change feeds' own walk from a snapshot back to an older one
+        chain = lineage(table.metadata, since, current.snapshot_id, source=view)
+    except SnapshotExpiredError:
+        chain = Lineage(None, f"snapshot {since} was expired")
+    if chain.snapshots is None:
+        raise SubscriptionError(
+            f"snapshot {since} is no longer in the table's history ({chain.reason}): "
+            "subscribe again without since, from its current content", view=view)
+    return chain.snapshots
 
 
 def _change(reader: IcebergSourceReader, last: int | None, snapshot: Snapshot) -> ViewChange:
