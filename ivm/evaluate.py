@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -10,6 +11,7 @@ from functools import cached_property
 from itertools import count
 
 import pyarrow as pa
+from cachetools import LRUCache
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -615,8 +617,8 @@ def _columns(schema: StructType) -> list[tuple[str, bool]]:
     return [(f.name, f.nullable) for f in schema.fields]
 
 
-_VIEW_SCHEMAS: dict[tuple[str, tuple[str, ...]], StructType] = {}
-_VIEW_SCHEMAS_KEPT = 256
+_VIEW_SCHEMAS: LRUCache[tuple[str, tuple[str, ...]], StructType] = LRUCache(256)
+_VIEW_SCHEMAS_LOCK = threading.Lock()  # ticks of several views run at once
 
 
 def _view_schema(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput]
@@ -629,11 +631,12 @@ def _view_schema(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput
     """
     key = (plan.original_sql,
            tuple(_schema_key(inputs[source]) for source in plan.sources))
-    schema = _VIEW_SCHEMAS.get(key)
+    with _VIEW_SCHEMAS_LOCK:
+        schema = _VIEW_SCHEMAS.get(key)
     if schema is None:
-        schema = _VIEW_SCHEMAS[key] = _as_written(scope, plan).schema
-        while len(_VIEW_SCHEMAS) > _VIEW_SCHEMAS_KEPT:
-            del _VIEW_SCHEMAS[next(iter(_VIEW_SCHEMAS))]
+        schema = _as_written(scope, plan).schema
+        with _VIEW_SCHEMAS_LOCK:
+            _VIEW_SCHEMAS[key] = schema
     return schema
 
 

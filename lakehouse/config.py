@@ -329,6 +329,64 @@ class ViewConfig(_Strict):
         return duration_s(self.every)
 
 
+DEFAULT_TARGET_FILE_SIZE_BYTES = 128 * 1024 * 1024
+"""Default ``maintenance.target_file_size_bytes``: Iceberg's ``write.target-file-size-bytes``
+default (512 MiB) is for large tables; a view table is read whole by its subscribers."""
+
+
+class MaintenanceConfig(_Strict):
+    """Snapshot expiry and small-file compaction of the view tables (:mod:`lakehouse.maintenance`).
+
+    Attributes:
+        every: Cadence: a duration (``1h``) or a cron expression; null (or ``off``)
+            disables scheduled maintenance (``lakehouse maintain`` still runs it).
+        retain_for: Snapshots (Iceberg) and removed files (Delta ``VACUUM``) younger than
+            this are kept: a duration, ``0s`` keeps none for age alone.
+        keep_snapshots: The newest snapshots of each view table kept whatever their age
+            (at least 1: the current one).
+        compact_min_files: Compact a table once it has at least this many small data files
+            (smaller than 3/4 of ``target_file_size_bytes``, Iceberg's
+            ``min-file-size-bytes`` default); fewer, and no compaction commit is made.
+        target_file_size_bytes: The size compaction aims at for each data file.
+        delta_vacuum: Also ``VACUUM`` the Delta copy (delete the files no version younger
+            than ``retain_for``, nor the newest ``keep_snapshots`` versions, reads).
+    """
+
+    every: str | None = "1h"
+    retain_for: str = "24h"
+    keep_snapshots: int = Field(default=10, ge=1)
+    compact_min_files: int = Field(default=8, ge=2)
+    target_file_size_bytes: int = Field(default=DEFAULT_TARGET_FILE_SIZE_BYTES, ge=1024 * 1024)
+    delta_vacuum: bool = True
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _cadence(cls, value: object) -> object:
+        if value is None or value is False or value == "off":  # YAML reads a bare off as false
+            return None
+        if isinstance(value, str) and (
+                (duration_s(value) or 0) > 0 or croniter.is_valid(value)):
+            return value
+        raise ValueError("expected a duration like 1h, a cron expression, or null (off)")
+
+    @field_validator("retain_for")
+    @classmethod
+    def _retain_for(cls, value: str) -> str:
+        if duration_s(value) is None:
+            raise ValueError("expected a duration like 24h or 30m (0s: keep none for age)")
+        return value
+
+    @property
+    def interval_s(self) -> float | None:
+        """The cadence in seconds when it is a duration, else None (cron, or disabled)."""
+        return duration_s(self.every) if self.every else None
+
+    @property
+    def retain_for_s(self) -> float:
+        """``retain_for`` in seconds."""
+        return duration_s(self.retain_for) or 0.0
+
+
 def duration_s(text: str) -> float | None:
     """Seconds of a duration like ``30s``, ``500ms``, ``5m`` or ``1h``; None if it is not one."""
     match = DURATION.match(text.strip())
@@ -341,6 +399,11 @@ def default_column_cache_bytes() -> int:
     :data:`COLUMN_CACHE_MEMORY_FRACTION` of :func:`lakehouse.memory.memory_limit_bytes`.
     """
     return int(memory_limit_bytes() * COLUMN_CACHE_MEMORY_FRACTION)
+
+
+DEFAULT_WORKERS = 4
+"""Refreshes run at once by default: a tick mostly waits (on the catalog, on storage, on
+Spark's executors), so a few threads keep a slow view from holding up the others."""
 
 
 class Config(_Strict):
@@ -363,6 +426,11 @@ class Config(_Strict):
             per refresh, and which views are suspended: :mod:`lakehouse.history`); null
             keeps no history and suspends nothing. Its namespace is not the Spark
             catalog's name (``lakehouse``), which Spark SQL would read as the catalog.
+        maintenance: Snapshot expiry and small-file compaction of the view tables, and its
+            schedule (:class:`MaintenanceConfig`).
+        workers: Most refreshes ``lakehouse run`` runs at once, each on a thread of its
+            own: views that share no view (upstream) refresh concurrently
+            (:class:`lakehouse.scheduler.Scheduler`).
     """
 
     warehouse: str = "./warehouse"
@@ -375,6 +443,8 @@ class Config(_Strict):
     column_cache_bytes: int = Field(default_factory=default_column_cache_bytes, ge=0)
     engine: EngineSetting = "auto"
     history_table: str | None = "pipeline.refresh_history"
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
+    workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=64)
 
     @field_validator("history_table")
     @classmethod

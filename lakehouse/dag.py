@@ -13,7 +13,7 @@ from ivm import referenced_sources
 from lakehouse.config import Config, ViewConfig, ViewSource
 from lakehouse.errors import ConfigError
 
-__all__ = ["refresh_order", "upstream_views"]
+__all__ = ["claims", "refresh_order", "upstream_views"]
 
 
 def upstream_views(config: Config, view: ViewConfig) -> set[str]:
@@ -42,3 +42,16 @@ def refresh_order(config: Config, view: ViewConfig) -> list[ViewConfig]:
         raise ConfigError(f"views read each other in a cycle: {error.args[1]}",
                           key="views") from None
     return [config.view(name) for name in order]
+
+
+def claims(config: Config) -> dict[str, frozenset[str]]:
+    """The views a tick of each view writes: itself and every view upstream of it.
+
+    Two ticks whose claims meet must not run at once (they would write one table, or
+    leave a diamond reflecting two snapshots of a source); the others may.
+
+    Raises:
+        ConfigError: The views read each other in a cycle (key ``views``).
+    """
+    return {view.name: frozenset(v.name for v in refresh_order(config, view))
+            for view in config.views}

@@ -4,7 +4,9 @@ A crash test sets ``LAKEHOUSE_FAILPOINTS`` to a comma-separated list of entries;
 process kills itself with SIGKILL (no cleanup, as a power cut or OOM kill would) when it
 reaches one. An entry is ``NAME`` (die at any hit of that failpoint), ``NAME@N`` (die at
 its N-th hit in this process) or ``*@N`` (die at the N-th hit of any failpoint), so a
-long-lived process running many refreshes can die at a random one of them. When
+long-lived process running many refreshes can die at a random one of them. An entry
+ending in ``=term`` sends SIGTERM instead, as an orchestrator stopping the process would,
+and the refresh goes on (what ``lakehouse run`` does with the ticks in flight). When
 ``LAKEHOUSE_FAILPOINT_LOG`` names a file, the failpoint and the hit count are appended to
 it (and synced) just before dying. Without the variable a failpoint does nothing. The
 pattern is that of FreeBSD's fail(9) and TiKV's fail-rs.
@@ -35,10 +37,11 @@ def failpoint(name: str) -> None:
     _hits[name] += 1
     _hits[ANY] += 1
     for entry in listed.split(","):
-        point, _, count = entry.strip().partition("@")
+        selector, _, action = entry.strip().partition("=")
+        point, _, count = selector.partition("@")
         if point in (name, ANY) and (not count or _hits[point] == int(count)):
             _log(f"{name} {_hits[ANY]}")
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGTERM if action == "term" else signal.SIGKILL)
 
 
 def _log(line: str) -> None:

@@ -10,7 +10,7 @@ print nothing here (the CLI prints their one-line summary).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 
@@ -56,6 +56,7 @@ class ProgressDisplay:
             TimeElapsedColumn(), console=console, transient=True)
         self.tasks: dict[str, TaskID] = {}
         self.current: dict[str, Phase] = {}
+        self._lock = threading.RLock()  # ticks on several threads, and the poller
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="progress-poll", daemon=True)
 
@@ -76,6 +77,10 @@ class ProgressDisplay:
 
     def phase(self, event: Phase) -> None:
         """Advance ``event.view``'s bar to the phase that starts."""
+        with self._lock:
+            self._phase(event)
+
+    def _phase(self, event: Phase) -> None:
         first = event.view not in self.tasks
         if first:
             self.tasks[event.view] = self.progress.add_task(
@@ -91,18 +96,23 @@ class ProgressDisplay:
 
     def rows(self, event: Phase) -> None:
         """Show the rows of the running phase."""
-        self.current[event.view] = event
-        self._show(event)
+        with self._lock:
+            self.current[event.view] = event
+            self._show(event)
 
-    def clear(self) -> None:
-        """A refresh (and those of the views it reads) returned: remove their bars."""
-        self.current.clear()
-        for task in self.tasks.values():
-            self.progress.remove_task(task)
-        self.tasks.clear()
+    def clear(self, views: Iterable[str]) -> None:
+        """A refresh of ``views`` (a view and those it reads) returned: remove their bars."""
+        with self._lock:
+            for view in views:
+                self.current.pop(view, None)
+                task = self.tasks.pop(view, None)
+                if task is not None:
+                    self.progress.remove_task(task)
 
     def _show(self, event: Phase, tasks: str = "") -> None:
         text = describe(event) + tasks
+        if self.live and event.view not in self.tasks:  # cleared meanwhile (poller)
+            return
         if self.live:
             self.progress.update(self.tasks[event.view], description=text)
         elif event.detail is not None:
@@ -123,8 +133,8 @@ class ProgressDisplay:
                 if info is not None:
                     done, total = done + info.numCompletedTasks, total + info.numTasks
             suffix = f", Spark tasks {done}/{total}" if total else ""
-            for event in list(self.current.values()):
-                if event.view in self.tasks:
+            with self._lock:
+                for event in list(self.current.values()):
                     self._show(event, suffix)
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -161,6 +162,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         self._suspended: TTLCache[str, dict[str, str]] = TTLCache(1, SUSPENSION_TTL_S)
         self._last_failure: dict[str, str] = {}
         self._suspension_error = ""
+        self._lock = threading.RLock()  # the compiled plans, refresh states and suspensions
+        self._view_locks = {view.name: threading.Lock() for view in config.views}
 
     def _start_spark(self) -> SparkSession:
         """Start the Spark session of the pipeline (:class:`LazySession` calls it once)."""
@@ -213,6 +216,10 @@ class Runtime(AbstractContextManager["Runtime"]):
             lakehouse.errors.ConfigError: The view's engine is ``local`` and the local
                 engine cannot take its plan (the reason is named).
         """
+        with self._lock:  # compiled once, by the first thread asking
+            return self._compiled(view)
+
+    def _compiled(self, view: ViewConfig) -> ViewPlan:
         if view.name not in self._plans:
             sinks = self.sinks(view)
             frontier = next((f for f in sinks.frontiers().values() if f), None)
@@ -259,11 +266,12 @@ class Runtime(AbstractContextManager["Runtime"]):
 
     def refresh_states(self, view: ViewConfig) -> RefreshStates:
         """Where the sources of ``view`` live, for the ``refresh-state`` of its commits."""
-        if view.name not in self._refresh_states:
-            tables = {name: _source_table(self.config.sources[name])
-                      for name in referenced_sources(view.sql) & set(self.config.sources)}
-            self._refresh_states[view.name] = RefreshStates(tables, self.catalog)
-        return self._refresh_states[view.name]
+        with self._lock:
+            if view.name not in self._refresh_states:
+                tables = {name: _source_table(self.config.sources[name])
+                          for name in referenced_sources(view.sql) & set(self.config.sources)}
+                self._refresh_states[view.name] = RefreshStates(tables, self.catalog)
+            return self._refresh_states[view.name]
 
     def recompute(self, view: ViewConfig) -> pa.Table:
         """The view computed in full from its sources' current versions.
@@ -289,7 +297,9 @@ class Runtime(AbstractContextManager["Runtime"]):
                 manual: bool = False) -> RefreshResult:
         """Run one tick of ``view`` now, after the views it reads.
 
-        A view none of whose sources advanced is skipped. A suspended view
+        The tick holds ``view`` and the views upstream of it: a tick of another view
+        sharing any of them, on another thread, waits for it. A view none of whose
+        sources advanced is skipped. A suspended view
         (:meth:`suspended`) is skipped unless ``manual``; a suspended view that ``view``
         reads is not refreshed first: ``view`` reads its table as it stands.
 
@@ -310,11 +320,20 @@ class Runtime(AbstractContextManager["Runtime"]):
         if view.name in suspended and not manual:
             return RefreshResult(view.name, "skipped", {},
                                  reason=f"suspended since {suspended[view.name]}")
-        *upstream, _ = refresh_order(self.config, view)
-        for before in upstream:
-            if before.name not in suspended:
-                self._refresh_one(before)
-        return self._refresh_one(view, full)
+        *upstream, _ = order = refresh_order(self.config, view)
+        with self._holding(order):
+            for before in upstream:
+                if before.name not in suspended:
+                    self._refresh_one(before)
+            return self._refresh_one(view, full)
+
+    @contextmanager
+    def _holding(self, views: list[ViewConfig]) -> Iterator[None]:
+        """Hold the lock of every view of ``views`` (taken in name order: no deadlock)."""
+        with ExitStack() as stack:
+            for name in sorted({view.name for view in views}):
+                stack.enter_context(self._view_locks[name])
+            yield
 
     def suspended(self) -> dict[str, str]:
         """The suspended views, each with when it was suspended (ISO 8601).
@@ -325,10 +344,14 @@ class Runtime(AbstractContextManager["Runtime"]):
         """
         if self.history is None:
             return {}
+        with self._lock:  # a TTLCache is not thread-safe
+            return self._suspended_views(self.history)
+
+    def _suspended_views(self, history: RefreshHistory) -> dict[str, str]:
         views = self._suspended.get("views")
         if views is None:
             try:
-                views = self.history.suspended()
+                views = history.suspended()
             except HistoryError as error:  # no history (not granted, unreachable): no view
                 if str(error) != self._suspension_error:  # is taken to be suspended
                     log.warning("%s; refreshing every view", error)  # (once per error)

@@ -7,21 +7,41 @@ last refresh's duration (at least every :data:`ON_CHANGE_POLL_S`): its lag then 
 half the target, leaving the other half for a slower refresh. A ``downstream`` view is
 never due by itself: the views reading it refresh it first
 (:meth:`lakehouse.runtime.Runtime.refresh`).
+
+Due views run on a bounded pool of worker threads (``workers``), the most overdue first.
+A view is not started while a running tick holds a view it claims
+(:func:`lakehouse.dag.claims`: itself and the views upstream of it), so the view-on-view
+order is kept and a diamond commits a consistent state, while views sharing no view
+refresh concurrently: a slow view takes one worker and the others keep their cadence.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from datetime import datetime
 
 from croniter import croniter
 
-from lakehouse.config import DOWNSTREAM, ViewConfig
+from lakehouse.config import DOWNSTREAM, Config, ViewConfig
+from lakehouse.dag import claims as view_claims
+
+__all__ = ["ON_CHANGE_POLL_S", "Scheduler", "next_fire_s"]
 
 ON_CHANGE_POLL_S = 0.2
 """How often an ``on_change`` view checks whether a source advanced (a few catalog reads)."""
+
+
+@dataclass(frozen=True)
+class _Running:
+    """A tick in flight: its view, the views it claims, when it started."""
+
+    view: ViewConfig
+    claims: frozenset[str]
+    started_s: float
 
 
 class Scheduler:
@@ -30,15 +50,26 @@ class Scheduler:
     Args:
         views: The views to schedule.
         clock: Seconds since the epoch (injectable for tests).
+        workers: Most refreshes run at once, each on a thread of its own.
+        claims: The views a tick of each view holds (:func:`lakehouse.dag.claims`); two
+            ticks whose claims meet never run at once. Default: each view claims itself.
     """
 
-    def __init__(self, views: Sequence[ViewConfig], clock: Callable[[], float] = time.time):
+    def __init__(self, views: Sequence[ViewConfig], clock: Callable[[], float] = time.time,
+                 *, workers: int = 1, claims: Mapping[str, frozenset[str]] | None = None):
         self.views = list(views)
         self.clock = clock
+        self.workers = workers
+        self.claims = dict(claims or {})
         self.stop_event = threading.Event()
         now = clock()
         self.next_due_s = {view.name: now for view in self.views  # a downstream view is
                            if view.target_lag != DOWNSTREAM}     # never due by itself
+
+    @classmethod
+    def for_config(cls, config: Config, clock: Callable[[], float] = time.time) -> Scheduler:
+        """The schedule of every view of ``config``, on ``config.workers`` workers."""
+        return cls(config.views, clock, workers=config.workers, claims=view_claims(config))
 
     def due(self) -> list[ViewConfig]:
         """The views whose cadence has fired, in config order (never a ``downstream`` one)."""
@@ -56,20 +87,55 @@ class Scheduler:
         self.next_due_s[view.name] = next_fire_s(view, started_s, duration_s)
 
     def run(self, refresh: Callable[[ViewConfig], object]) -> None:
-        """Refresh due views until :meth:`stop`; a refresh in progress finishes first."""
-        while not self.stop_event.is_set():
-            for view in self.due():
-                if self.stop_event.is_set():
-                    break
-                started_s = self.clock()
-                self.mark_ran(view, started_s)
-                refresh(view)
-                self.mark_ran(view, started_s, self.clock() - started_s)
-            wait_s = min(self.next_due_s.values(), default=self.clock() + 1) - self.clock()
-            self.stop_event.wait(max(0.05, min(wait_s, ON_CHANGE_POLL_S)))
+        """Refresh due views until :meth:`stop`, at most ``workers`` at once.
+
+        After :meth:`stop`, no tick starts and the ticks in flight finish (each commits
+        whole or not at all) before this returns.
+
+        Raises:
+            Exception: What ``refresh`` raised (after the ticks in flight finished).
+        """
+        running: dict[Future[object], _Running] = {}
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="refresh") as pool:
+            while not self.stop_event.is_set():
+                self._start_due(pool, refresh, running)
+                if running:
+                    done, _ = wait(running, self._idle_s(), return_when=FIRST_COMPLETED)
+                    self._finish(done, running)
+                else:
+                    self.stop_event.wait(self._idle_s())
+            self._finish(wait(running).done, running)
+
+    def _start_due(self, pool: ThreadPoolExecutor, refresh: Callable[[ViewConfig], object],
+                   running: dict[Future[object], _Running]) -> None:
+        """Start the most overdue views whose claims no running tick holds."""
+        held = set().union(*(tick.claims for tick in running.values()))
+        for view in sorted(self.due(), key=lambda v: self.next_due_s[v.name]):
+            claims = self.claims.get(view.name, frozenset({view.name}))
+            if len(running) >= self.workers or self.stop_event.is_set():
+                return
+            if held & claims:
+                continue
+            self.next_due_s[view.name] = float("inf")  # not due again while it runs
+            running[pool.submit(refresh, view)] = _Running(view, claims, self.clock())
+            held |= claims
+
+    def _finish(self, done: set[Future[object]],
+                running: dict[Future[object], _Running]) -> None:
+        """Schedule the next run of each finished tick; re-raise what one raised."""
+        for future in done:
+            tick = running.pop(future)
+            self.mark_ran(tick.view, tick.started_s, self.clock() - tick.started_s)
+        for future in done:
+            future.result()
+
+    def _idle_s(self) -> float:
+        """How long to wait before looking for due views again."""
+        wait_s = min(self.next_due_s.values(), default=self.clock() + 1) - self.clock()
+        return max(0.05, min(wait_s, ON_CHANGE_POLL_S))
 
     def stop(self) -> None:
-        """Ask :meth:`run` to return after the current refresh."""
+        """Ask :meth:`run` to start no more ticks and return once those in flight end."""
         self.stop_event.set()
 
 

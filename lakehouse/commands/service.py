@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from datetime import datetime
@@ -47,11 +48,11 @@ def run(
             except LakehouseError as error:
                 raise fail(error) from None
             console.print(f"metrics: http://{metrics_listen}/metrics")
-        scheduler = Scheduler(settings.views)
+        scheduler = Scheduler.for_config(settings)
         signal.signal(signal.SIGTERM, lambda *_: scheduler.stop())
         signal.signal(signal.SIGINT, lambda *_: scheduler.stop())
         console.print(f"catalog: {settings.catalog_uri}  views: {len(settings.views)}  "
-                      "(Ctrl-C to stop)")
+                      f"workers: {settings.workers}  (Ctrl-C to stop)")
         with progress(runtime) as display:
             scheduler.run(lambda view: _report(runtime, view, display))
     console.print("stopped")
@@ -73,16 +74,20 @@ def _metrics_address(metrics_listen: str) -> tuple[str, int] | None:
 
 
 def _report(runtime: Runtime, view: ViewConfig, display: ProgressDisplay | None = None) -> None:
+    """Refresh ``view`` (on a scheduler's worker thread) and print its one-line summary."""
     from ivm import IvmError
+    from lakehouse.dag import refresh_order
+    from lakehouse.progress import reporting
 
     try:
-        result = runtime.refresh(view)
+        with reporting(display) if display is not None else contextlib.nullcontext():
+            result = runtime.refresh(view)
     except (LakehouseError, IvmError) as error:
         console.print(Text(f"{datetime.now():%H:%M:%S} {error}", style="red"))
         return
     finally:
         if display is not None:
-            display.clear()
+            display.clear(v.name for v in refresh_order(runtime.config, view))
     if result.mode != "skipped":
         reason = f" ({result.reason})" if result.reason else ""
         console.print(f"{datetime.now():%H:%M:%S} {result.view}: {result.mode} "

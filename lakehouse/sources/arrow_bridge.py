@@ -6,6 +6,7 @@ against 5-9 s for ``createDataFrame(pandas)`` (measured; DESIGN.md).
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 
@@ -22,8 +23,10 @@ class ArrowBridge:
     """Write Arrow tables as Parquet in a scratch folder and read them with Spark.
 
     The folder is on the warehouse's storage (local or ``s3://``), so that executors on
-    other machines read the files too. Files live until :meth:`clear`; the DataFrames read
-    them lazily, so clear only once every DataFrame built from them has been consumed.
+    other machines read the files too. Each thread writes to a sub-folder of its own, so
+    that ticks running at once on several threads clear only their own files. Files live
+    until their thread calls :meth:`clear`; the DataFrames read them lazily, so clear only
+    once every DataFrame the thread built from them has been consumed.
 
     Args:
         spark: The session that reads the files.
@@ -35,7 +38,15 @@ class ArrowBridge:
     def __init__(self, spark: SparkSession, scratch: Folder | Path):
         self.spark = spark
         self.scratch = scratch if isinstance(scratch, Folder) else Folder.local(scratch)
-        self._created = False
+        self._thread = _ThreadFolder()
+
+    def _folder(self) -> Folder:
+        """The calling thread's sub-folder of the scratch folder, created on first use."""
+        state = self._thread
+        if state.folder is None:
+            state.folder = self.scratch.child(uuid.uuid4().hex)
+            state.folder.filesystem.create_dir(state.folder.path, recursive=True)
+        return state.folder
 
     def to_spark(self, table: pa.Table) -> DataFrame:
         """Return ``table`` as a Spark DataFrame (same columns; strings as string).
@@ -46,10 +57,7 @@ class ArrowBridge:
         Raises:
             OSError: The scratch folder cannot be written.
         """
-        if not self._created:
-            self.scratch.filesystem.create_dir(self.scratch.path, recursive=True)
-            self._created = True
-        file = self.scratch.child(f"{uuid.uuid4().hex}.parquet")
+        file = self._folder().child(f"{uuid.uuid4().hex}.parquet")
         plain = plain_types(table)
         pq.write_table(plain, file.path, filesystem=file.filesystem)
         schema = _spark_schema(plain.schema)
@@ -57,16 +65,24 @@ class ArrowBridge:
         return reader.parquet(file.uri)
 
     def clear(self) -> None:
-        """Delete every file this bridge wrote."""
-        self.scratch.filesystem.delete_dir_contents(self.scratch.path, missing_dir_ok=True)
+        """Delete every file the calling thread wrote through this bridge."""
+        folder = self._thread.folder
+        if folder is not None:
+            folder.filesystem.delete_dir_contents(folder.path, missing_dir_ok=True)
 
     def remove(self) -> None:
-        """Delete the scratch folder with its files."""
-        self._created = False
+        """Delete the scratch folder with every thread's files."""
+        self._thread = _ThreadFolder()
         try:
             self.scratch.filesystem.delete_dir(self.scratch.path)
         except FileNotFoundError:
             pass
+
+
+class _ThreadFolder(threading.local):
+    """The calling thread's scratch sub-folder (None until it writes a file)."""
+
+    folder: Folder | None = None
 
 
 def _spark_schema(schema: pa.Schema) -> StructType | None:

@@ -15,10 +15,12 @@ otherwise (engine ``spark``, equality deletes) the executors read those files
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
+from cachetools import LRUCache
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -46,6 +48,18 @@ log = logging.getLogger(__name__)
 
 SNAPSHOTS_KEPT = 4
 """Snapshot DataFrames a reader keeps resolved (a tick reads the old and the new one)."""
+
+
+class _Pin(threading.local):
+    """One thread's pin of a reader's metadata (:meth:`IcebergSourceReader.pinned`).
+
+    Attributes:
+        count: How many ``pinned`` blocks of this thread are open.
+        table: The metadata loaded in the outermost one, once loaded.
+    """
+
+    count = 0
+    table: Table | None = None
 
 
 class IcebergSourceReader:
@@ -81,21 +95,24 @@ class IcebergSourceReader:
         self.bridge = bridge
         self.cache = cache
         self.manifests = manifests
-        self._snapshots: dict[int, DataFrame] = {}
-        self._tasks: dict[int, dict[str, FileScanTask]] = {}
-        self._recent: Table | None = None
-        self._pins, self._pin_loaded = 0, False
+        self._snapshots: LRUCache[int, DataFrame] = LRUCache(SNAPSHOTS_KEPT)
+        self._tasks: LRUCache[int, dict[str, FileScanTask]] = LRUCache(SNAPSHOTS_KEPT)
+        self._lock = threading.Lock()  # the caches above, shared by concurrent ticks
+        self._recent: Table | None = None  # the metadata last loaded, by any thread
+        self._pin = _Pin()
 
     def _table(self) -> Table:
         """The table's current metadata: loaded now, or once while :meth:`pinned`."""
-        if self._pins and self._pin_loaded and self._recent is not None:
-            return self._recent
+        pin = self._pin
+        if pin.count and pin.table is not None:
+            return pin.table
         try:
-            self._recent = self.catalog.load_table(self.identifier)
+            table = self._recent = self.catalog.load_table(self.identifier)
         except NoSuchTableError:
             raise SourceError(f"no Iceberg table {self.identifier!r}", source=self.name) from None
-        self._pin_loaded = self._pins > 0
-        return self._recent
+        if pin.count:
+            pin.table = table
+        return table
 
     def _table_with(self, version: int) -> Table:
         """The table as last loaded if its metadata has snapshot ``version``, else reloaded.
@@ -116,12 +133,12 @@ class IcebergSourceReader:
         each partner read plans one, and the next tick's old snapshot is this one's new.
         The last few snapshots planned are kept.
         """
-        found = self._tasks.pop(version, None)
+        with self._lock:
+            found = self._tasks.get(version)
         if found is None:
             found = scan_tasks(table, version, self.manifests)
-        self._tasks[version] = found  # most recently used last
-        while len(self._tasks) > SNAPSHOTS_KEPT:
-            del self._tasks[next(iter(self._tasks))]
+            with self._lock:
+                self._tasks[version] = found
         return found
 
     def identifier_fields(self) -> tuple[str, ...] | None:
@@ -148,16 +165,17 @@ class IcebergSourceReader:
 
         A tick reads its sources' current versions, checks their schemas, plans scans
         and computes change feeds from the same metadata, instead of a catalog round
-        trip (and a parse of the metadata) for each. Ticks sharing a reader must not run
-        at once (the scheduler runs one at a time).
+        trip (and a parse of the metadata) for each. The pin is the calling thread's:
+        ticks of other views running at once on other threads each load their own.
         """
-        if not self._pins:
-            self._pin_loaded = False
-        self._pins += 1
+        pin = self._pin
+        if not pin.count:
+            pin.table = None
+        pin.count += 1
         try:
             yield
         finally:
-            self._pins -= 1
+            pin.count -= 1
 
     def current_version(self) -> int | None:
         """The snapshot id at the head of the reader's ref (None when the table has none).
@@ -182,12 +200,12 @@ class IcebergSourceReader:
         """
         if version is None:
             return self.spark.table(self.table_name).limit(0)
-        frame = self._snapshots.pop(version, None)
+        with self._lock:
+            frame = self._snapshots.get(version)
         if frame is None:
             frame = self.spark.read.option("snapshot-id", str(version)).table(self.table_name)
-        self._snapshots[version] = frame  # most recently used last
-        while len(self._snapshots) > SNAPSHOTS_KEPT:
-            del self._snapshots[next(iter(self._snapshots))]
+            with self._lock:
+                self._snapshots[version] = frame
         return frame
 
     def schema_key(self, version: int) -> Hashable:

@@ -38,6 +38,13 @@ def test_the_selected_hit_kills(tmp_path: Path, selection: str, reached: int,
     assert (tmp_path / "log").read_text() == logged + "\n"
 
 
+def test_a_term_entry_sends_sigterm_at_the_selected_hit(tmp_path: Path) -> None:
+    code, printed = _run("after-sink-commits@2=term", tmp_path / "log")
+    assert code == -signal.SIGTERM  # the child keeps Python's default: SIGTERM ends it
+    assert printed == list(HITS[:6])
+    assert (tmp_path / "log").read_text() == "after-sink-commits 6\n"
+
+
 def test_a_count_never_reached_and_no_variable_do_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

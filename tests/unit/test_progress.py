@@ -66,7 +66,10 @@ def test_the_bar_advances_by_phase_on_a_terminal() -> None:
         phase("Delta commit")
         phase("read sources")  # a second group (a sink left behind): the total grows
         assert display.progress.tasks[0].total == 6
-        display.clear()
+        phase("read sources", view="ns.w")  # another view's tick, on another thread
+        display.clear(["ns.v"])
+        assert [task.fields["view"] for task in display.progress.tasks] == ["ns.w"]
+        display.clear(["ns.w"])
         assert display.progress.tasks == []
 
 
@@ -78,7 +81,7 @@ def test_without_a_terminal_only_full_refreshes_print_lines() -> None:
         phase("compute view delta")
         counted(3)
         phase("Iceberg commit")
-        display.clear()
+        display.clear(["ns.inc"])
         _backfill()
     lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
     assert lines == [
