@@ -12,9 +12,10 @@ Example::
             last_seen = change.snapshot_id
 
 Calls that only read the catalog (``snapshot``, ``status``, ``history``, ``suspend``,
-``resume``, ``subscribe``, ``wait``) start neither Spark nor the refresh machinery; the
-first ``refresh`` or ``explain`` starts a :class:`lakehouse.runtime.Runtime` (Spark still
-only when a tick needs it). Documented in ``docs/python-api.md``.
+``resume``, ``subscribe``, ``unsubscribe``, ``wait``) start neither Spark nor the refresh
+machinery; the first ``refresh``, ``explain`` or ``maintain`` starts a
+:class:`lakehouse.runtime.Runtime` (Spark still only when a tick or maintenance needs
+it). Documented in ``docs/python-api.md``.
 """
 
 from __future__ import annotations
@@ -32,15 +33,16 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 
-from lakehouse.catalog_client import open_catalog
+from lakehouse.catalog_client import open_catalog, read_catalog
 from lakehouse.config import Config, load_config
 from lakehouse.errors import ConfigError, HistoryError
 from lakehouse.history import RefreshHistory
 from lakehouse.status import ViewStatus, view_statuses
-from lakehouse.subscriptions import ViewChange, subscribe
+from lakehouse.subscriptions import ViewChange, check_subscriber_name, subscribe
 from lakehouse.wait import WaitRequest, wait_for
 
 if TYPE_CHECKING:
+    from lakehouse.maintenance import MaintenanceResult
     from lakehouse.runtime import Runtime
 
 __all__ = ["Pipeline", "RefreshSummary"]
@@ -85,7 +87,9 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         catalog: The catalog client to read with, instead of one with the pipeline's own
             credential (the service passes one acting as its caller).
         serve_catalog: Start the embedded catalog when the config has one and nothing
-            answers (False inside the catalog service itself).
+            answers. False inside the catalog service itself, and for a pipeline that only
+            reads (``lakehouse explain``): an embedded catalog nothing serves is then read
+            from its database (:func:`lakehouse.catalog_client.read_catalog`).
     """
 
     def __init__(self, config: Config, catalog: Catalog | None = None, *,
@@ -117,8 +121,9 @@ class Pipeline(AbstractContextManager["Pipeline"]):
                 uri = self._catalog.properties["uri"]              # opened: the same one
                 config = config.model_copy(update={"catalog": config.catalog.model_copy(
                     update={"uri": uri})})
+            catalog = None if self.serve_catalog else read_catalog(config)
             self._runtime = self._stack.enter_context(
-                Runtime(config, start_embedded_catalog=self.serve_catalog))
+                Runtime(config, start_embedded_catalog=self.serve_catalog, catalog=catalog))
         return self._runtime
 
     @property
@@ -206,22 +211,62 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         self._history("views are suspended in the history table's namespace properties").resume(
             self.config.view(view).name)
 
-    def subscribe(self, view: str, since: int | None = None, *, follow: bool = True,
-                  stop: threading.Event | None = None) -> Iterator[ViewChange]:
+    def subscribe(self, view: str, since: int | None = None, name: str | None = None, *,
+                  follow: bool = True, stop: threading.Event | None = None
+                  ) -> Iterator[ViewChange]:
         """Each later snapshot of ``view`` as a Z-set (:func:`lakehouse.subscriptions.subscribe`).
 
         Args:
             view: The view's name.
-            since: The last snapshot already processed; None: first the current content.
+            since: The last snapshot already processed; None: first the current content,
+                or, for a named subscriber, the changes after its acknowledged position.
+            name: A durable subscriber name (1 to 64 letters, digits, ``_``, ``-``): each
+                change the iterator moves past is acknowledged in the history table's
+                namespace, and maintenance keeps the snapshots from there on; None: an
+                anonymous subscriber, which saves its own ``snapshot_id``.
             follow: Wait for new snapshots until ``stop`` is set; False: stop once caught up.
             stop: Ends a following subscription.
 
         Raises:
-            lakehouse.errors.SubscriptionError: ``since`` was expired, or (not following)
-                the view has no table yet.
+            lakehouse.errors.ConfigError: No view has that name, or ``name`` is given and
+                no history is kept (``history_table: null``).
+            lakehouse.errors.SubscriptionError: ``since`` was expired, ``name`` is not a
+                valid name, or (not following) the view has no table yet.
+            lakehouse.errors.HistoryError: A named subscriber's position cannot be read
+                or written.
         """
-        return subscribe(self.catalog, self.config.view(view).name, since, follow=follow,
-                         stop=stop)
+        identifier = self.config.view(view).name
+        positions = None
+        if name is not None:
+            check_subscriber_name(identifier, name)
+            positions = self._history("named subscribers' positions are kept in the history "
+                                      "table's namespace properties")
+        return subscribe(self.catalog, identifier, since, name=name, positions=positions,
+                         follow=follow, stop=stop)
+
+    def unsubscribe(self, view: str, name: str) -> None:
+        """Forget the named subscriber ``name`` of ``view``: its snapshots may be expired.
+
+        Raises:
+            lakehouse.errors.ConfigError: No such view, or no history is kept.
+            lakehouse.errors.HistoryError: The namespace's properties cannot be set.
+        """
+        self._history("named subscribers' positions are kept in the history table's "
+                      "namespace properties").unsubscribe(self.config.view(view).name, name)
+
+    def maintain(self, view: str) -> MaintenanceResult:
+        """Compact ``view``'s tables and expire the snapshots nothing holds.
+
+        :func:`lakehouse.maintenance.maintain`: the config's ``maintenance`` section says
+        what is kept; a downstream view's frontier and a subscriber's position always are.
+        Starts the runtime (and Spark: the Iceberg procedures run on it).
+
+        Raises:
+            lakehouse.errors.ConfigError: No view has that name.
+            lakehouse.errors.MaintenanceError: A step failed (what committed before it
+                stands).
+        """
+        return self.runtime.maintain(self.config.view(view))
 
     def wait(self, view: str, source: str, version: int, timeout_s: float = 60.0) -> int:
         """The first snapshot of ``view`` that reflects ``source`` at ``version``.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 from pyiceberg.catalog import Catalog
@@ -195,3 +196,32 @@ def open_catalog(config: Config) -> Iterator[Catalog]:
         yield connect_catalog(server.uri, credential, properties)
     finally:
         server.stop()
+
+
+def read_catalog(config: Config) -> Catalog:
+    """A client that reads the configured catalog without starting it.
+
+    When the catalog is served (or not embedded), its REST client
+    (:func:`connect_catalog`). When it is embedded and no process serves it, pyiceberg's
+    ``SqlCatalog`` over the embedded catalog's own database (the store the service keeps
+    its tables in, :class:`catalog_api.store.CatalogStore`): commands that only read
+    metadata, such as ``lakehouse explain``, then bind no port and start no web app.
+    The caller must not write through it (the service's checks are not on its path).
+
+    Raises:
+        CatalogUnavailableError: The catalog is served elsewhere and does not answer, or
+            the embedded catalog's database does not exist yet.
+        CatalogAccessError: The served catalog refuses the pipeline's credential.
+    """
+    if not config.catalog.embedded or catalog_answers(config.catalog_uri):
+        return connect_catalog(config.catalog_uri, pipeline_credential(config),
+                               storage_properties(config))
+    database = config.database_url
+    if database.startswith("sqlite:///") and not Path(database.removeprefix("sqlite:///")).exists():
+        raise CatalogUnavailableError(database, "the embedded catalog has no database yet")
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    settings = catalog_settings(config)
+    properties = {**settings.io_properties, **storage_properties(config), "uri": database,
+                  "warehouse": config.warehouse_uri, "init_catalog_tables": "false"}
+    return SqlCatalog(settings.catalog_name, **properties)

@@ -216,3 +216,21 @@ class WaitTimeoutError(LakehouseError):
     def __init__(self, message: str, *, view: str, source: str, version: int, reason: str):
         self.view, self.source, self.version, self.reason = view, source, version, reason
         super().__init__(f"view {view!r}: {message}: {reason}")
+
+
+class MaintenanceError(LakehouseError):
+    """Maintenance of a view's tables (snapshot expiry, compaction, vacuum) failed.
+
+    What committed before the failure stands (each step is one commit of its own: a
+    compaction, an expiry, a Delta ``OPTIMIZE`` or ``VACUUM``); nothing any reader needs
+    was removed. The next run tries again.
+
+    Attributes:
+        view: The view's name.
+        step: The step that failed: ``expire``, ``compact``, ``delta`` or ``read``.
+    """
+
+    def __init__(self, message: str, *, view: str, step: str):
+        self.view = view
+        self.step = step
+        super().__init__(f"view {view!r}: maintenance ({step}): {message}")

@@ -7,11 +7,13 @@ name. A skipped tick (no source advanced) is not recorded: an ``on_change`` view
 sources five times a second.
 
 The properties of the table's namespace record the suspended views (``suspended.<view>``:
-when, ISO 8601 UTC), so a suspension is one catalog call, survives restarts and is seen by
-every process of the pipeline; the scheduler re-reads them (one small call) at most every
-:data:`SUSPENSION_TTL_S`. The table keeps its newest :data:`KEPT_SNAPSHOTS` snapshots
-(appends are only ever added to the current one), so its metadata does not grow with
-every refresh; its data files (one per batch of rows) are not compacted yet.
+when, ISO 8601 UTC) and the named subscribers' positions (``subscriber.<view>.<name>``: the
+last snapshot id acknowledged, :mod:`lakehouse.subscriptions`), so each is one catalog
+call, survives restarts and is seen by every process of the pipeline; the scheduler
+re-reads the suspensions (one small call) at most every :data:`SUSPENSION_TTL_S`. The
+table keeps its newest :data:`KEPT_SNAPSHOTS` snapshots (appends are only ever added to
+the current one), so its metadata does not grow with every refresh; its data files (one
+per batch of rows) are not compacted yet.
 
 Columns (:data:`HISTORY_SCHEMA`): ``view`` string; ``started_at`` timestamp (UTC, µs);
 ``duration_s`` double; ``mode`` string (``incremental``, ``full``, ``failed``); ``reason``
@@ -61,6 +63,9 @@ HISTORY_TABLE_PROPERTIES = {"commit.manifest-merge.enabled": "true"}
 """Appends merge small manifests, so the table's manifest list does not grow per refresh."""
 
 SUSPENDED_PREFIX = "suspended."
+SUBSCRIBER_PREFIX = "subscriber."
+"""Namespace property ``subscriber.<view>.<name>``: the last snapshot of the view that the
+named subscriber acknowledged (:mod:`lakehouse.subscriptions`)."""
 
 HISTORY_SCHEMA = pa.schema([
     pa.field("view", pa.string(), nullable=False),
@@ -212,15 +217,8 @@ class RefreshHistory:
         Raises:
             HistoryError: The namespace's properties cannot be read.
         """
-        try:
-            properties = self.catalog.load_namespace_properties(self.namespace)
-        except NoSuchNamespaceError:
-            return {}
-        except Exception as error:
-            raise HistoryError(f"cannot read its namespace's properties: {first_line(error)}",
-                               table=self.identifier) from error
         return {key.removeprefix(SUSPENDED_PREFIX): value
-                for key, value in properties.items() if key.startswith(SUSPENDED_PREFIX)}
+                for key, value in self._properties().items() if key.startswith(SUSPENDED_PREFIX)}
 
     def suspend(self, view: str) -> None:
         """Record ``view`` as suspended (one commit; a suspended view stays so).
@@ -241,6 +239,55 @@ class RefreshHistory:
         """
         if view in self.suspended():
             self._set_properties(removals={SUSPENDED_PREFIX + view})
+
+    def subscribers(self, view: str) -> dict[str, int]:
+        """The named subscribers of ``view``, each with the last snapshot it acknowledged.
+
+        Read from the namespace's properties ``subscriber.<view>.<name>`` (one small call);
+        view-table maintenance keeps every snapshot from the oldest of them on
+        (:mod:`lakehouse.maintenance`).
+
+        Raises:
+            HistoryError: The namespace's properties cannot be read.
+        """
+        prefix = f"{SUBSCRIBER_PREFIX}{view}."
+        found = {}
+        for key, value in self._properties().items():
+            name = key.removeprefix(prefix)
+            if key.startswith(prefix) and "." not in name and value.lstrip("-").isdigit():
+                found[name] = int(value)
+        return found
+
+    def acknowledge(self, view: str, name: str, snapshot_id: int) -> None:
+        """Record that subscriber ``name`` of ``view`` is done with ``snapshot_id`` (one commit).
+
+        Raises:
+            HistoryError: The namespace cannot be created or its properties set.
+        """
+        self._set_properties(updates={f"{SUBSCRIBER_PREFIX}{view}.{name}": str(snapshot_id)})
+
+    def unsubscribe(self, view: str, name: str) -> None:
+        """Forget subscriber ``name`` of ``view``: its snapshot is no longer kept.
+
+        Raises:
+            HistoryError: The namespace's properties cannot be read or set.
+        """
+        if name in self.subscribers(view):
+            self._set_properties(removals={f"{SUBSCRIBER_PREFIX}{view}.{name}"})
+
+    def _properties(self) -> dict[str, str]:
+        """The namespace's properties (none when it does not exist yet).
+
+        Raises:
+            HistoryError: They cannot be read.
+        """
+        try:
+            return dict(self.catalog.load_namespace_properties(self.namespace))
+        except NoSuchNamespaceError:
+            return {}
+        except Exception as error:
+            raise HistoryError(f"cannot read its namespace's properties: {first_line(error)}",
+                               table=self.identifier) from error
 
     def _set_properties(self, updates: Mapping[str, str] | None = None,
                         removals: set[str] | None = None) -> None:

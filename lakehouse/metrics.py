@@ -87,7 +87,10 @@ class RefreshMetrics:
         ``lakehouse_view_target_lag_seconds{view}``,
         ``lakehouse_view_slo_compliance{view}`` (over the last hour),
         ``lakehouse_view_degraded{view,reason}`` (1 for the current reason, if any:
-        :data:`lakehouse.slo.DEGRADED_REASONS`).
+        :data:`lakehouse.slo.DEGRADED_REASONS`),
+        ``lakehouse_snapshots_expired_total{view}`` and
+        ``lakehouse_files_compacted_total{view}`` (data files compaction rewrote, Iceberg
+        and Delta: :mod:`lakehouse.maintenance`).
     """
 
     def __init__(self, clock: Callable[[], float] = time.time,
@@ -110,6 +113,11 @@ class RefreshMetrics:
                                registry=self.registry)
         self.rows_out = Counter("lakehouse_view_delta_rows", "View rows committed (+ and -).",
                                 ["view"], registry=self.registry)
+        self.expired = Counter("lakehouse_snapshots_expired", "View table snapshots expired.",
+                               ["view"], registry=self.registry)
+        self.compacted = Counter("lakehouse_files_compacted",
+                                 "View table data files rewritten by compaction.", ["view"],
+                                 registry=self.registry)
         self.registry.register(_LagCollector(self._fresh_at_s, clock))
         self.registry.register(_TargetCollector(self))
 
@@ -122,6 +130,11 @@ class RefreshMetrics:
         self._fresh_at_s[result.view] = started_s
         self.freshness.fresh(result.view, started_s)
         self._failing.pop(result.view, None)
+
+    def record_maintenance(self, view: str, snapshots_expired: int, files_compacted: int) -> None:
+        """Count what one maintenance run of ``view`` expired and compacted."""
+        self.expired.labels(view).inc(snapshots_expired)
+        self.compacted.labels(view).inc(files_compacted)
 
     def record_failure(self, view: str, reason: str = "refresh failing") -> None:
         """Count a refresh that failed (the lag keeps growing), for ``reason``."""

@@ -5,11 +5,15 @@ catalog's authentication and error model. Each request reads the catalog as its 
 its bearer token is passed on to the service's own Iceberg REST API, so a caller follows
 or waits on only the views its roles let it load (403 otherwise).
 
-- ``GET /lakehouse/v1/views/{view}/changes?since=S``: Server-Sent Events (sse-starlette),
-  one ``change`` event per snapshot of the view table after ``S`` (or the current content
-  first, without ``S``), ``id`` the snapshot id, so a reconnecting ``EventSource`` resumes
-  with ``Last-Event-ID``; ``data`` is JSON: ``snapshot_id``, ``frontier``,
-  ``committed_at_ms`` and ``rows`` (the view's columns plus ``_weight``).
+- ``GET /lakehouse/v1/views/{view}/changes?since=S&name=N``: Server-Sent Events
+  (sse-starlette), one ``change`` event per snapshot of the view table after ``S`` (or the
+  current content first, without ``S``), ``id`` the snapshot id, so a reconnecting
+  ``EventSource`` resumes with ``Last-Event-ID``; ``data`` is JSON: ``snapshot_id``,
+  ``frontier``, ``committed_at_ms`` and ``rows`` (the view's columns plus ``_weight``).
+  With ``name`` (``[A-Za-z0-9_-]{1,64}``), a durable subscriber: its position (``S`` or
+  ``Last-Event-ID`` when given, then each change sent once the next is due) is kept in the
+  history table's namespace, written as the caller (the writer role on that namespace),
+  and without either it resumes from there (:mod:`lakehouse.subscriptions`).
 - ``GET /lakehouse/v1/views/{view}/wait?source=NAME&snapshot=S&timeout_s=60``: answers
   ``{"view", "snapshot_id"}`` once a snapshot of the view reflects ``S`` of ``NAME``
   (:mod:`lakehouse.wait`); 408 ``WaitTimeoutException`` naming why the view is late.
@@ -43,8 +47,15 @@ from catalog_api.errors import (
 from lakehouse.api import Pipeline
 from lakehouse.catalog_client import TOKEN_PATH, storage_properties
 from lakehouse.config import Config
-from lakehouse.errors import ConfigError, LakehouseError, SourceError, SubscriptionError
-from lakehouse.subscriptions import POLL_S, Subscription, ViewChange
+from lakehouse.errors import (
+    ConfigError,
+    HistoryError,
+    LakehouseError,
+    SourceError,
+    SubscriptionError,
+)
+from lakehouse.history import RefreshHistory
+from lakehouse.subscriptions import POLL_S, SUBSCRIBER_NAME, Subscription, ViewChange
 from lakehouse.wait import POLL_S as WAIT_POLL_S
 from lakehouse.wait import first_reflecting
 
@@ -53,6 +64,8 @@ __all__ = ["PREFIX", "caller_client", "views_router"]
 PREFIX = "/lakehouse/v1"
 MAX_WAIT_S = 600.0
 """Longest ``timeout_s`` a wait may ask for."""
+NAME_PATTERN = f"^{SUBSCRIBER_NAME.pattern}$"
+"""A named subscriber's ``name`` (anything else: 400)."""
 ROUTE_THREADS = 8
 """Worker threads these routes' catalog reads share (apart from the service's own)."""
 T = TypeVar("T")
@@ -72,11 +85,17 @@ def views_router(config: Config) -> APIRouter:
 
     @router.get("/changes", summary="Follow a view: each snapshot as a Z-set (SSE)")
     async def changes(request: Request, view: str, since: int | None = None,
+                      name: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
                       last_event_id: Annotated[int | None, Header()] = None,
                       ) -> EventSourceResponse:
-        """Stream each snapshot of the view after ``since`` (or ``Last-Event-ID``)."""
+        """Stream each snapshot of the view after ``since`` (or ``Last-Event-ID``).
+
+        A ``name``d subscriber without either resumes after its acknowledged position;
+        each change sent is acknowledged once the next one is due.
+        """
         catalog = await _in_thread(threads, _caller_catalog, config, request, view)
-        subscription = Subscription(catalog, view, last_event_id or since)
+        subscription = await _in_thread(threads, _guarded, partial(
+            _opened, config, catalog, view, last_event_id or since, name), view)
         first = await _in_thread(threads, _guarded, subscription.next_change, view)
         return EventSourceResponse(_events(request, subscription, first, threads), ping=15)
 
@@ -142,6 +161,9 @@ async def _events(request: Request, subscription: Subscription, first: ViewChang
         else:
             yield {"event": "change", "id": str(change.snapshot_id), "data": _payload(change)}
         try:
+            if change is not None:  # sent: the subscriber moved past it
+                await _in_thread(threads, _guarded, partial(
+                    subscription.acknowledge, change.snapshot_id), subscription.view)
             change = await _in_thread(threads, _guarded, subscription.next_change,
                                       subscription.view)
         except CatalogError as error:
@@ -156,12 +178,40 @@ def _payload(change: ViewChange) -> str:
                        "rows": change.rows.to_pylist()}, default=str)
 
 
-def _guarded(next_change: Callable[[], ViewChange | None], view: str) -> ViewChange | None:
-    """``next_change()``, its errors in the catalog's error model."""
+def _opened(config: Config, catalog: Catalog, view: str, since: int | None,
+            name: str | None) -> Subscription:
+    """The subscription of a request; a named one keeps its position in the history.
+
+    Blocking (a named subscriber's position is read, or ``since`` recorded): run it in a
+    thread.
+
+    Raises:
+        SubscriptionError: ``name`` is given and the pipeline keeps no history.
+        lakehouse.errors.HistoryError: The position cannot be read or recorded.
+    """
+    positions = None
+    if name is not None:
+        if config.history_table is None:
+            raise SubscriptionError("a named subscriber's position is kept in the history "
+                                    "table's namespace, and history_table is null", view=view)
+        positions = RefreshHistory(catalog, config.history_table)
+    return Subscription(catalog, view, since, name=name, positions=positions)
+
+
+def _guarded(call: Callable[[], T], view: str) -> T:
+    """``call()`` (a subscription's step), its errors in the catalog's error model."""
     try:
-        return next_change()
+        return call()
     except (SubscriptionError, SourceError) as error:
         raise BadRequestError(str(error)) from None
+    except HistoryError as error:  # a named subscriber's position
+        if isinstance(error.__cause__, IcebergForbiddenError):
+            raise ForbiddenError("a named subscriber needs the writer role on the history "
+                                 "table's namespace") from None
+        if isinstance(error.__cause__, IcebergUnauthorizedError):
+            raise NotAuthorizedError("the caller's token expired or was revoked") from None
+        raise CatalogError(f"the position of a subscriber of view {view!r} cannot be read "
+                           "or recorded") from error
     except IcebergForbiddenError:
         raise ForbiddenError(f"the caller may not read view {view!r}") from None
     except IcebergUnauthorizedError:

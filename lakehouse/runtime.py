@@ -65,6 +65,7 @@ from sinks.refresh_state import RefreshStates, SourceTable
 
 if TYPE_CHECKING:
     from catalog_api.server import RunningServer
+    from lakehouse.maintenance import MaintenanceResult
 
 log = logging.getLogger(__name__)
 
@@ -122,23 +123,26 @@ class Runtime(AbstractContextManager["Runtime"]):
         config: The validated configuration.
         start_embedded_catalog: Start the catalog service when the config says it is
             embedded (False when another process serves it).
+        catalog: The catalog client to use instead of connecting to ``catalog.uri``
+            (:func:`lakehouse.catalog_client.read_catalog` for a command that only reads).
 
     Raises:
         lakehouse.errors.StorageError: The warehouse's storage cannot be used.
     """
 
-    def __init__(self, config: Config, *, start_embedded_catalog: bool = True):
+    def __init__(self, config: Config, *, start_embedded_catalog: bool = True,
+                 catalog: Catalog | None = None):
         self.config = config
         for view in config.views:  # a cycle between views is refused before anything starts
             refresh_order(config, view)
         prepare_warehouse(config)  # before the catalog and Spark meet a missing bucket
         self.server: RunningServer | None = None
-        if config.catalog.embedded and start_embedded_catalog and not catalog_answers(
-                config.catalog_uri):
+        if (catalog is None and config.catalog.embedded and start_embedded_catalog
+                and not catalog_answers(config.catalog_uri)):
             self.server = start_catalog(config)
         self.credential = pipeline_credential(config)
-        self.catalog: Catalog = connect_catalog(config.catalog_uri, self.credential,
-                                                storage_properties(config))
+        self.catalog: Catalog = catalog or connect_catalog(config.catalog_uri, self.credential,
+                                                           storage_properties(config))
         self.session = LazySession(self._start_spark)
         self.spark = cast("SparkSession", self.session)  # started by the first tick needing it
         self.bridge = ArrowBridge(self.spark,
@@ -327,6 +331,21 @@ class Runtime(AbstractContextManager["Runtime"]):
                     self._refresh_one(before)
             return self._refresh_one(view, full)
 
+    def maintain(self, view: ViewConfig) -> MaintenanceResult:
+        """Compact ``view``'s tables and expire the snapshots nothing holds, holding the view.
+
+        :func:`lakehouse.maintenance.maintain`, never beside a tick of the view (it waits
+        for one in flight).
+
+        Raises:
+            lakehouse.errors.MaintenanceError: A step failed (what committed before it
+                stands).
+        """
+        from lakehouse.maintenance import maintain
+
+        with self._holding([view]):
+            return maintain(self, view)
+
     @contextmanager
     def _holding(self, views: list[ViewConfig]) -> Iterator[None]:
         """Hold the lock of every view of ``views`` (taken in name order: no deadlock)."""
@@ -364,6 +383,7 @@ class Runtime(AbstractContextManager["Runtime"]):
     def _refresh_one(self, view: ViewConfig, full: bool = False) -> RefreshResult:
         started_s = time.time()
         before: Mapping[str, int] | None = None
+        self._spark_pool(view)
         try:  # the tick loads each source's metadata from the catalog once
             sources = self._sources(view)
             with pinned(self.readers[name] for name in sources):
@@ -392,6 +412,18 @@ class Runtime(AbstractContextManager["Runtime"]):
             register_delta_copy(self.config.catalog_uri, view.name, location, self.credential)
             self._listed_delta_copies.add(view.name)
         return result
+
+    def _spark_pool(self, view: ViewConfig) -> None:
+        """Run this thread's Spark jobs in the view's own FAIR pool, if Spark runs.
+
+        With ``spark.scheduler.mode`` FAIR (the default here), ticks of several views
+        share the executors instead of queueing behind each other's stages. A tick that
+        starts Spark runs in the default pool (setting a pool would start it).
+        """
+        if self.session.started:
+            context = self.spark.sparkContext
+            context.setLocalProperty("spark.scheduler.pool", view.name)
+            context.setJobDescription(f"refresh {view.name}")
 
     def _record_failure(self, view: ViewConfig, started_s: float,
                         before: Mapping[str, int] | None, error: Exception) -> None:

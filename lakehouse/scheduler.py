@@ -13,6 +13,10 @@ A view is not started while a running tick holds a view it claims
 (:func:`lakehouse.dag.claims`: itself and the views upstream of it), so the view-on-view
 order is kept and a diamond commits a consistent state, while views sharing no view
 refresh concurrently: a slow view takes one worker and the others keep their cadence.
+
+View-table maintenance (``maintenance.every``: snapshot expiry and compaction,
+:mod:`lakehouse.maintenance`) runs on the same workers, a view's maintenance claiming
+the view, so it never runs beside that view's tick.
 """
 
 from __future__ import annotations
@@ -23,22 +27,28 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from croniter import croniter
 
-from lakehouse.config import DOWNSTREAM, Config, ViewConfig
+from lakehouse.config import DOWNSTREAM, Config, ViewConfig, duration_s
 from lakehouse.dag import claims as view_claims
 
-__all__ = ["ON_CHANGE_POLL_S", "Scheduler", "next_fire_s"]
+__all__ = ["ON_CHANGE_POLL_S", "Job", "Scheduler", "next_fire_s"]
 
 ON_CHANGE_POLL_S = 0.2
 """How often an ``on_change`` view checks whether a source advanced (a few catalog reads)."""
 
 
+Job = Literal["refresh", "maintain"]
+"""What a worker runs for a view."""
+
+
 @dataclass(frozen=True)
 class _Running:
-    """A tick in flight: its view, the views it claims, when it started."""
+    """A job in flight: its kind, view, the views it claims, when it started."""
 
+    job: Job
     view: ViewConfig
     claims: frozenset[str]
     started_s: float
@@ -53,23 +63,30 @@ class Scheduler:
         workers: Most refreshes run at once, each on a thread of its own.
         claims: The views a tick of each view holds (:func:`lakehouse.dag.claims`); two
             ticks whose claims meet never run at once. Default: each view claims itself.
+        maintenance_every: The cadence of each view's maintenance (a duration or a cron
+            expression, as ``maintenance.every``); None: none scheduled.
     """
 
     def __init__(self, views: Sequence[ViewConfig], clock: Callable[[], float] = time.time,
-                 *, workers: int = 1, claims: Mapping[str, frozenset[str]] | None = None):
+                 *, workers: int = 1, claims: Mapping[str, frozenset[str]] | None = None,
+                 maintenance_every: str | None = None):
         self.views = list(views)
         self.clock = clock
         self.workers = workers
         self.claims = dict(claims or {})
+        self.maintenance_every = maintenance_every
         self.stop_event = threading.Event()
         now = clock()
         self.next_due_s = {view.name: now for view in self.views  # a downstream view is
                            if view.target_lag != DOWNSTREAM}     # never due by itself
+        self.next_maintenance_s = ({view.name: _next_s(maintenance_every, now)
+                                    for view in self.views} if maintenance_every else {})
 
     @classmethod
     def for_config(cls, config: Config, clock: Callable[[], float] = time.time) -> Scheduler:
         """The schedule of every view of ``config``, on ``config.workers`` workers."""
-        return cls(config.views, clock, workers=config.workers, claims=view_claims(config))
+        return cls(config.views, clock, workers=config.workers, claims=view_claims(config),
+                   maintenance_every=config.maintenance.every)
 
     def due(self) -> list[ViewConfig]:
         """The views whose cadence has fired, in config order (never a ``downstream`` one)."""
@@ -86,19 +103,29 @@ class Scheduler:
         started_s = self.clock() if started_s is None else started_s
         self.next_due_s[view.name] = next_fire_s(view, started_s, duration_s)
 
-    def run(self, refresh: Callable[[ViewConfig], object]) -> None:
+    def run(self, refresh: Callable[[ViewConfig], object],
+            maintain: Callable[[ViewConfig], object] | None = None) -> None:
         """Refresh due views until :meth:`stop`, at most ``workers`` at once.
 
         After :meth:`stop`, no tick starts and the ticks in flight finish (each commits
         whole or not at all) before this returns.
 
+        Args:
+            refresh: Runs one tick of a view.
+            maintain: Runs a view's maintenance when ``maintenance_every`` says (None:
+                never).
+
         Raises:
-            Exception: What ``refresh`` raised (after the ticks in flight finished).
+            Exception: What ``refresh`` or ``maintain`` raised (after the jobs in flight
+                finished).
         """
+        jobs: dict[Job, Callable[[ViewConfig], object]] = {"refresh": refresh}
+        if maintain is not None:
+            jobs["maintain"] = maintain
         running: dict[Future[object], _Running] = {}
         with ThreadPoolExecutor(self.workers, thread_name_prefix="refresh") as pool:
             while not self.stop_event.is_set():
-                self._start_due(pool, refresh, running)
+                self._start_due(pool, jobs, running)
                 if running:
                     done, _ = wait(running, self._idle_s(), return_when=FIRST_COMPLETED)
                     self._finish(done, running)
@@ -106,33 +133,52 @@ class Scheduler:
                     self.stop_event.wait(self._idle_s())
             self._finish(wait(running).done, running)
 
-    def _start_due(self, pool: ThreadPoolExecutor, refresh: Callable[[ViewConfig], object],
+    def _due_jobs(self, jobs: Mapping[Job, object]) -> list[tuple[float, Job, ViewConfig]]:
+        """Each due job with when it fell due, the most overdue first."""
+        now = self.clock()
+        due: list[tuple[float, Job, ViewConfig]] = [
+            (self.next_due_s[view.name], "refresh", view) for view in self.due()]
+        if "maintain" in jobs:
+            due += [(self.next_maintenance_s[view.name], "maintain", view)
+                    for view in self.views if self.next_maintenance_s[view.name] <= now]
+        return sorted(due, key=lambda item: item[0])
+
+    def _start_due(self, pool: ThreadPoolExecutor,
+                   jobs: Mapping[Job, Callable[[ViewConfig], object]],
                    running: dict[Future[object], _Running]) -> None:
-        """Start the most overdue views whose claims no running tick holds."""
-        held = set().union(*(tick.claims for tick in running.values()))
-        for view in sorted(self.due(), key=lambda v: self.next_due_s[v.name]):
-            claims = self.claims.get(view.name, frozenset({view.name}))
+        """Start the most overdue jobs whose claims no running job holds."""
+        held = set().union(*(job.claims for job in running.values()))
+        for _, job, view in self._due_jobs(jobs):
+            claims = (self.claims.get(view.name, frozenset({view.name})) if job == "refresh"
+                      else frozenset({view.name}))
             if len(running) >= self.workers or self.stop_event.is_set():
                 return
             if held & claims:
                 continue
-            self.next_due_s[view.name] = float("inf")  # not due again while it runs
-            running[pool.submit(refresh, view)] = _Running(view, claims, self.clock())
+            due = self.next_due_s if job == "refresh" else self.next_maintenance_s
+            due[view.name] = float("inf")  # not due again while it runs
+            running[pool.submit(jobs[job], view)] = _Running(job, view, claims, self.clock())
             held |= claims
 
     def _finish(self, done: set[Future[object]],
                 running: dict[Future[object], _Running]) -> None:
-        """Schedule the next run of each finished tick; re-raise what one raised."""
+        """Schedule the next run of each finished job; re-raise what one raised."""
         for future in done:
-            tick = running.pop(future)
-            self.mark_ran(tick.view, tick.started_s, self.clock() - tick.started_s)
+            job = running.pop(future)
+            if job.job == "refresh":
+                self.mark_ran(job.view, job.started_s, self.clock() - job.started_s)
+            else:
+                assert self.maintenance_every is not None
+                self.next_maintenance_s[job.view.name] = _next_s(self.maintenance_every,
+                                                                 self.clock())
         for future in done:
             future.result()
 
     def _idle_s(self) -> float:
-        """How long to wait before looking for due views again."""
-        wait_s = min(self.next_due_s.values(), default=self.clock() + 1) - self.clock()
-        return max(0.05, min(wait_s, ON_CHANGE_POLL_S))
+        """How long to wait before looking for due jobs again."""
+        next_s = min([*self.next_due_s.values(), *self.next_maintenance_s.values()],
+                     default=self.clock() + 1)
+        return max(0.05, min(next_s - self.clock(), ON_CHANGE_POLL_S))
 
     def stop(self) -> None:
         """Ask :meth:`run` to start no more ticks and return once those in flight end."""
@@ -151,4 +197,12 @@ def next_fire_s(view: ViewConfig, now_s: float, duration_s: float = 0.0) -> floa
         return now_s + view.interval_s
     if view.every == "on_change":
         return now_s + ON_CHANGE_POLL_S
-    return float(croniter(view.every, datetime.fromtimestamp(now_s)).get_next(float))
+    return _next_s(view.every, now_s)
+
+
+def _next_s(every: str, now_s: float) -> float:
+    """The next time after ``now_s`` of a cadence: a duration (``1h``) or a cron expression."""
+    interval_s = duration_s(every)
+    if interval_s is not None:
+        return now_s + interval_s
+    return float(croniter(every, datetime.fromtimestamp(now_s)).get_next(float))

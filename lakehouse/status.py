@@ -19,6 +19,7 @@ from lakehouse.history import RefreshHistory
 from lakehouse.schema_guard import SchemaGuard
 from lakehouse.storage import delta_options
 from sinks.frontier import ENGINE_KEY, FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
+from sinks.iceberg import frontier_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -146,23 +147,13 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
             continue
         if version is not None:
             current[name] = version
-    summary: dict[str, str] = {}
-    built: list[str] | None = None
-    try:
-        table = catalog.load_table(view.name)
-        built = [f.name for f in table.schema().fields]
-        snapshot = table.current_snapshot()
-        if snapshot is not None and snapshot.summary is not None:
-            summary = {**snapshot.summary.additional_properties}
-    except NoSuchTableError:
-        pass
+    built, summary, rows = _view_table(catalog, view)
     frontier = decode_frontier(summary.get(FRONTIER_KEY))
     refreshed_at = int(summary[REFRESHED_AT_KEY]) if REFRESHED_AT_KEY in summary else None
     behind = tuple(n for n in current if (frontier or {}).get(n) != current[n])
     lag_s: float | None = 0.0
     if behind:
         lag_s = time.time() - refreshed_at / 1000 if refreshed_at else None
-    rows = int(summary["total-records"]) if "total-records" in summary else None
     if problems:  # nothing to check the columns against
         lag_s = time.time() - refreshed_at / 1000 if refreshed_at else None
     else:
@@ -172,3 +163,26 @@ def view_status(config: Config, catalog: Catalog, view: ViewConfig) -> ViewStatu
     stopped = "; ".join(problems) or None
     return ViewStatus(view.name, frontier, current, refreshed_at, rows, behind, lag_s, stopped,
                       summary.get(ENGINE_KEY), degraded=kind if stopped else None)
+
+
+def _view_table(catalog: Catalog, view: ViewConfig
+                ) -> tuple[list[str] | None, dict[str, str], int | None]:
+    """The view table's columns, its last refresh's summary and its rows (all None: no table).
+
+    The summary is that of the newest snapshot carrying a frontier, past compactions on
+    top (:func:`sinks.iceberg.frontier_snapshot`): its frontier, refresh time and engine
+    still hold. The rows are the current snapshot's (``total-records``).
+    """
+    try:
+        table = catalog.load_table(view.name)
+    except NoSuchTableError:
+        return None, {}, None
+    metadata = table.metadata
+    current = table.current_snapshot()
+    records = (current.summary.additional_properties.get("total-records")
+               if current is not None and current.summary is not None else None)
+    refreshed = frontier_snapshot(metadata, metadata.current_snapshot_id)
+    summary = ({**refreshed.summary.additional_properties}
+               if refreshed is not None and refreshed.summary is not None else {})
+    return ([f.name for f in table.schema().fields], summary,
+            int(records) if records is not None else None)

@@ -6,7 +6,8 @@ as one) the frontier's snapshot is ``S`` or a descendant of it on the source's l
 (``S`` itself must be on the source's branch, ``ref``); for a Delta source its version is
 at least ``S``. Frontiers only move forward along the view table's ``main``, so the answer
 is found by walking that branch back from its head while the frontiers still include
-``S``: the last one that does is the first.
+``S``: the last one that does is the first. Compactions (``replace`` snapshots without a
+frontier, :func:`sinks.iceberg.is_compaction`) change no row and are passed over.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from lakehouse.config import Config, DeltaSource, IcebergSource
 from lakehouse.errors import SourceError, WaitTimeoutError
 from lakehouse.storage import delta_options
 from sinks.frontier import FRONTIER_KEY, decode_frontier
+from sinks.iceberg import is_compaction
 
 __all__ = ["WaitRequest", "first_reflecting", "wait_for"]
 
@@ -93,6 +95,8 @@ def first_reflecting(config: Config, catalog: Catalog, request: WaitRequest) -> 
         return None
     first = None
     for snapshot in _lineage(_by_id(table.metadata), table.metadata.current_snapshot_id):
+        if is_compaction(snapshot):  # no row changed: the snapshot under it answers
+            continue
         summary = snapshot.summary.additional_properties if snapshot.summary else {}
         frontier = decode_frontier(summary.get(FRONTIER_KEY))
         if frontier is None or not includes(frontier.get(request.source)):

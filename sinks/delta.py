@@ -22,7 +22,7 @@ from sinks.delta_commit import (
     USER_METADATA,
     DeltaCommit,
     app_transaction_version,
-    commit_frontier,
+    latest_frontier,
 )
 from sinks.errors import SinkError
 from sinks.frontier import Frontier
@@ -67,7 +67,11 @@ class DeltaSink:
             return None
 
     def frontier(self) -> dict[str, int] | None:
-        """The frontier of the table's latest commit; None before the first commit.
+        """The frontier of the table's latest refresh commit; None before the first commit.
+
+        Commits that change no row (``OPTIMIZE``, ``VACUUM``: view-table maintenance,
+        :mod:`lakehouse.maintenance`) carry no frontier and are passed over
+        (:func:`sinks.delta_commit.latest_frontier`).
 
         The version read here is the base of this sink's next commit, which is made
         without retries: if another refresh committed in between, the commit fails (or
@@ -79,9 +83,7 @@ class DeltaSink:
         table = self._base = self._table()
         if table is None:
             return None
-        for commit in table.history(1):
-            return commit_frontier(commit)
-        return None
+        return latest_frontier(table.history)
 
     def apply_arrow(self, delta: pa.Table, key: Sequence[str] | None,
                     frontier: Frontier, engine: str | None = None) -> None:

@@ -19,7 +19,7 @@ the next without reading the table's transactions back.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,17 @@ from sinks.refresh_state import REFRESH_STATE_KEY
 
 USER_METADATA = "userMetadata"
 """The commit info field holding the freshness properties as a JSON object."""
+
+MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+"""Commit info ``operation`` of the commits that change no row: compaction (``OPTIMIZE``,
+its ``add`` and ``remove`` actions all ``dataChange: false``) and ``VACUUM``, as delta-rs
+and delta-spark name them. They carry no frontier; the one before them still holds."""
+
+HISTORY_GROWTH = 8
+"""How many times more commits each further read of the log takes when looking for the
+latest frontier past maintenance commits (the first reads one: the usual case, a refresh
+on top; one maintenance run adds at most three: ``OPTIMIZE``, ``VACUUM START`` and
+``VACUUM END``)."""
 
 
 @dataclass(frozen=True)
@@ -104,3 +115,34 @@ def commit_frontier(commit_info: Mapping[str, Any]) -> dict[str, int] | None:
         ValueError: The commit carries a malformed frontier.
     """
     return decode_frontier(commit_properties(commit_info).get(FRONTIER_KEY))
+
+
+def latest_frontier(history: Callable[[int], Sequence[Mapping[str, Any]]]
+                    ) -> dict[str, int] | None:
+    """The frontier of the newest commit that carries one, past maintenance commits.
+
+    Walks back from the latest commit over the commits of :data:`MAINTENANCE_OPERATIONS`
+    (compaction and vacuum change no row, so the table still reflects the frontier of the
+    refresh before them). Any other commit without a frontier (another writer's) ends the
+    walk: the table's content is then unknown.
+
+    Args:
+        history: delta-rs ``DeltaTable.history``: the newest ``limit`` commits' infos,
+            newest first.
+
+    Returns:
+        The frontier; None before the first commit or after another writer's.
+
+    Raises:
+        ValueError: A commit carries a malformed frontier.
+    """
+    limit = 1
+    while True:
+        commits = history(limit)
+        for commit in commits:
+            frontier = commit_frontier(commit)
+            if frontier is not None or commit.get("operation") not in MAINTENANCE_OPERATIONS:
+                return frontier
+        if len(commits) < limit:  # the whole log was read
+            return None
+        limit *= HISTORY_GROWTH

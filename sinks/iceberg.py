@@ -16,6 +16,11 @@ Two paths:
   published to ``main`` under the same requirement (:mod:`sinks.iceberg_spark`); three
   catalog commits. :meth:`IcebergSink.apply` and :meth:`IcebergSink.replace` take a
   DataFrame and use the Arrow path when it has at most ``arrow_max_rows`` rows.
+
+A compaction of the table (Spark's ``rewrite_data_files``: :mod:`lakehouse.maintenance`,
+or any other writer's) commits a ``replace`` snapshot, which moves rows between files
+without changing them and carries no frontier: the frontier of the table is that of the
+newest snapshot under it that carries one (:func:`frontier_snapshot`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.snapshots import Operation, Snapshot
 from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -99,9 +106,11 @@ class IcebergSink:
     def frontier(self) -> dict[str, int] | None:
         """The frontier of the table's current snapshot; None before the first commit.
 
-        The snapshot read here is the base of this sink's next commit, which is refused
-        if ``main`` moves in between; the call also marks the start of the refresh (the
-        ``refresh-start-timestamp-ms`` of the refresh state).
+        That of the newest snapshot carrying one, past compactions on top
+        (:func:`frontier_snapshot`). The current snapshot read here is the base of this
+        sink's next commit, which is refused if ``main`` moves in between; the call also
+        marks the start of the refresh (the ``refresh-start-timestamp-ms`` of the refresh
+        state).
         """
         self._started_ms = now_ms()
         try:
@@ -111,9 +120,7 @@ class IcebergSink:
             return None
         snapshot = table.current_snapshot()
         self._base = _Base(table, snapshot.snapshot_id if snapshot is not None else None)
-        if snapshot is None or snapshot.summary is None:
-            return None
-        return decode_frontier(snapshot.summary.additional_properties.get(FRONTIER_KEY))
+        return snapshot_frontier(frontier_snapshot(table.metadata, self._base.snapshot_id))
 
     def table(self) -> Table | None:
         """The table as :meth:`frontier` read it; None if absent.
@@ -321,3 +328,48 @@ def _main_snapshot_id(table: Table) -> int | None:
     ref = table.metadata.refs.get(MAIN_BRANCH)
     return ref.snapshot_id if ref is not None else None
 
+
+
+def is_compaction(snapshot: Snapshot) -> bool:
+    """Whether ``snapshot`` is a compaction: a ``replace`` that carries no frontier.
+
+    Iceberg table spec, "Snapshots": a ``replace`` snapshot's files were added and removed
+    without changing the table's rows (``rewrite_data_files``, ``rewrite_manifests``).
+    """
+    summary = snapshot.summary
+    return (summary is not None and summary.operation == Operation.REPLACE
+            and FRONTIER_KEY not in summary.additional_properties)
+
+
+def frontier_snapshot(metadata: TableMetadata, snapshot_id: int | None) -> Snapshot | None:
+    """The snapshot whose frontier snapshot ``snapshot_id`` reflects.
+
+    ``snapshot_id`` itself, or, when it is a compaction (:func:`is_compaction`), the newest
+    ancestor under the compactions on top: they changed no row, so the table still
+    reflects that snapshot's frontier.
+
+    Args:
+        metadata: The table's metadata.
+        snapshot_id: A snapshot of the table (None: the table has none).
+
+    Returns:
+        The snapshot; None when ``snapshot_id`` is None or unknown, or when the walk
+        reaches an expired parent (view-table maintenance keeps that snapshot:
+        :mod:`lakehouse.maintenance`).
+    """
+    snapshot = metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    while snapshot is not None and is_compaction(snapshot):
+        parent = snapshot.parent_snapshot_id
+        snapshot = metadata.snapshot_by_id(parent) if parent is not None else None
+    return snapshot
+
+
+def snapshot_frontier(snapshot: Snapshot | None) -> dict[str, int] | None:
+    """The frontier ``snapshot``'s summary carries; None without one (or without a snapshot).
+
+    Raises:
+        ValueError: The summary holds a malformed frontier.
+    """
+    if snapshot is None or snapshot.summary is None:
+        return None
+    return decode_frontier(snapshot.summary.additional_properties.get(FRONTIER_KEY))

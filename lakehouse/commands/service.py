@@ -54,7 +54,8 @@ def run(
         console.print(f"catalog: {settings.catalog_uri}  views: {len(settings.views)}  "
                       f"workers: {settings.workers}  (Ctrl-C to stop)")
         with progress(runtime) as display:
-            scheduler.run(lambda view: _report(runtime, view, display))
+            scheduler.run(lambda view: _report(runtime, view, display),
+                          lambda view: _maintain(runtime, view))
     console.print("stopped")
 
 
@@ -71,6 +72,20 @@ def _metrics_address(metrics_listen: str) -> tuple[str, int] | None:
         print_error(f"--metrics-listen: expected HOST:PORT, got {metrics_listen!r}")
         raise typer.Exit(2)
     return host, int(port)
+
+
+def _maintain(runtime: Runtime, view: ViewConfig) -> None:
+    """Run ``view``'s scheduled maintenance (on a worker thread); print what it did."""
+    try:
+        result = runtime.maintain(view)
+    except LakehouseError as error:
+        console.print(Text(f"{datetime.now():%H:%M:%S} {error}", style="red"))
+        return
+    if result.snapshots_expired or result.files_compacted or result.delta_files_removed:
+        console.print(f"{datetime.now():%H:%M:%S} {view.name}: maintenance expired "
+                      f"{result.snapshots_expired} snapshots, compacted "
+                      f"{result.files_compacted} files, vacuumed {result.delta_files_removed} "
+                      f"Delta files in {result.duration_s:.2f} s", markup=False)
 
 
 def _report(runtime: Runtime, view: ViewConfig, display: ProgressDisplay | None = None) -> None:

@@ -1,4 +1,4 @@
-"""``lakehouse refresh``, ``suspend``, ``resume``, ``history``, ``status``, ``explain``, ``wait``.
+"""``lakehouse`` view commands: refresh, suspend, resume, history, status, explain, wait, maintain.
 
 Each goes through :class:`lakehouse.api.Pipeline`, the Python API; ``--json`` prints what
 it returns as JSON on stdout (for orchestrators: Airflow, Dagster, cron).
@@ -31,16 +31,18 @@ from lakehouse.errors import ConfigError, LakehouseError
 
 if TYPE_CHECKING:
     from lakehouse.api import Pipeline, RefreshSummary
+    from lakehouse.maintenance import MaintenanceResult
     from lakehouse.status import ViewStatus
 
 FullOption = Annotated[bool, typer.Option(
     "--full", help="Recompute the view and swap its content in one commit per sink.")]
 
 
-def _pipeline(config: Path) -> Pipeline:
+def _pipeline(config: Path, *, read_only: bool = False) -> Pipeline:
+    """The pipeline of ``config``; ``read_only`` reads an embedded catalog without serving it."""
     from lakehouse.api import Pipeline
 
-    return Pipeline(load(config))
+    return Pipeline(load(config), serve_catalog=not read_only)
 
 
 @app.command()
@@ -178,7 +180,7 @@ def explain(view: str, config: ConfigOption = Path("lakehouse.yaml"),
     from ivm import IvmError
 
     try:
-        with _pipeline(config) as pipeline:
+        with _pipeline(config, read_only=True) as pipeline:
             if as_json:
                 print(json.dumps(pipeline.explain_tree(view)))
             else:
@@ -211,3 +213,37 @@ def wait(
     except LakehouseError as error:
         raise fail(error) from None
     print(json.dumps({"view": view, "snapshot_id": snapshot_id}) if as_json else snapshot_id)
+
+
+@app.command()
+def maintain(
+    view: Annotated[str | None, typer.Argument(help="Only this view (default: every view).")]
+    = None,
+    config: ConfigOption = Path("lakehouse.yaml"),
+    as_json: JsonOption = False,
+) -> None:
+    """Compact view tables; expire snapshots no downstream view or subscriber still reads."""
+    try:
+        with _pipeline(config) as pipeline:
+            names = [pipeline.config.view(view).name] if view else [
+                v.name for v in pipeline.config.views]
+            results = [pipeline.maintain(name) for name in names]
+    except LakehouseError as error:
+        raise fail(error) from None
+    if as_json:
+        found = [asdict(result) for result in results]
+        print(json.dumps(found[0] if view else found))
+        return
+    for result in results:
+        _print_maintenance(result)
+
+
+def _print_maintenance(result: MaintenanceResult) -> None:
+    console.print(
+        f"{result.view}: {result.snapshots_expired} snapshots expired "
+        f"({result.files_deleted} files deleted); data files {result.data_files_before} -> "
+        f"{result.data_files_after}; Delta files {result.delta_files_before} -> "
+        f"{result.delta_files_after}, {result.delta_files_removed} vacuumed; "
+        f"{result.duration_s:.2f} s", markup=False)
+    for snapshot_id, holders in sorted(result.held.items()):
+        console.print(f"  kept {snapshot_id} and later: {', '.join(holders)}", markup=False)

@@ -8,7 +8,9 @@ reproduced by refreshing once with the Iceberg sink only.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -383,6 +385,30 @@ def test_explain_command_prints_every_node_with_its_law(
     assert named <= {law.value for law in Law}, result.output
     assert named == {Law.CHANGE_FEED, Law.BILINEAR_JOIN, Law.AFFECTED_KEY_RECOMPUTE}, \
         result.output
+
+
+def test_explain_reads_an_embedded_catalog_without_serving_it_or_starting_spark(
+    catalog_server: CatalogServerHandle, sources: tuple[str, Path], tmp_path: Path,
+) -> None:
+    """The embedded catalog's port is taken and Java is not on the path: neither is needed."""
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg"])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        data["catalog"] = {"embedded": True, "database_url": catalog_server.database_url,
+                           "listen": f"127.0.0.1:{taken.getsockname()[1]}"}
+        path = tmp_path / "embedded.yaml"
+        path.write_text(yaml.safe_dump(data))
+        env = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
+        env["PATH"] = str(Path(sys.executable).parent)  # no java, no spark-submit
+        done = subprocess.run([sys.executable, "-m", "lakehouse", "explain", "--json",
+                               f"{namespace}.by_carrier", "-c", str(path)], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    tree = json.loads(done.stdout)
+    assert tree["view"] == f"{namespace}.by_carrier" and tree["incremental"]
+    assert tree["root"]["law"] == Law.AFFECTED_KEY_RECOMPUTE
 
 
 def test_tick_of_an_unknown_view_names_the_views(

@@ -100,17 +100,17 @@ def test_a_slow_view_does_not_hold_up_the_others() -> None:
 
 def test_stop_starts_no_tick_and_lets_those_in_flight_finish() -> None:
     scheduler = Scheduler.for_config(_config(workers=2))
-    started, release = threading.Event(), threading.Event()
+    started, release = threading.Semaphore(0), threading.Event()
     finished: list[str] = []
 
     def refresh(view: ViewConfig) -> None:
-        started.set()
+        started.release()
         release.wait(10)
         finished.append(view.name)
 
     runner = threading.Thread(target=scheduler.run, args=(refresh,))
     runner.start()
-    assert started.wait(10)
+    assert started.acquire(timeout=10) and started.acquire(timeout=10)  # both workers busy
     scheduler.stop()
     time.sleep(0.3)
     assert runner.is_alive() and finished == []  # waits for the ticks in flight
@@ -118,3 +118,25 @@ def test_stop_starts_no_tick_and_lets_those_in_flight_finish() -> None:
     runner.join(10)
     assert not runner.is_alive()
     assert len(finished) == 2  # the two in flight at the stop; none started after it
+
+
+def test_maintenance_runs_on_its_cadence_never_beside_a_tick_of_its_view() -> None:
+    config = _config(workers=3)
+    scheduler = Scheduler(config.views, workers=3, maintenance_every="1s")
+    refreshes = _Recorder(scheduler, ticks_each=1_000)  # stopped by the maintenance below
+    maintained: list[tuple[str, float, float]] = []
+
+    def maintain(view: ViewConfig) -> None:
+        started = time.monotonic()
+        time.sleep(0.1)
+        maintained.append((view.name, started, time.monotonic()))
+        if all(sum(1 for name, _, _ in maintained if name == v.name) >= 2
+               for v in config.views):
+            scheduler.stop()
+
+    scheduler.run(refreshes, maintain)
+    for name, start, end in maintained:
+        assert not any(ran == name and s < end and start < e
+                       for ran, s, e in refreshes.intervals), name
+    first = min(start for _, start, _ in maintained)
+    assert first - min(s for _, s, _ in refreshes.intervals) >= 0.9  # one cadence after start
