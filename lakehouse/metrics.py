@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -102,6 +103,7 @@ class RefreshMetrics:
         self._fresh_at_s: dict[str, float] = {}
         self._failing: dict[str, str] = {}
         self._suspended: frozenset[str] = frozenset()
+        self._backfilling: set[str] = set()
         self.refreshes = Counter("lakehouse_refreshes", "Refreshes run, by mode and engine.",
                                  ["view", "mode", "engine"], registry=self.registry)
         self.failures = Counter("lakehouse_refresh_failures", "Refreshes that failed.",
@@ -142,6 +144,18 @@ class RefreshMetrics:
         self._fresh_at_s.setdefault(view, self.clock())
         self._failing[view] = reason
 
+    @contextmanager
+    def backfilling(self, view: str, backfill: bool = True) -> Iterator[None]:
+        """Within, ``view`` is backfilling (an initial load or a full refresh) if ``backfill``."""
+        if not backfill:
+            yield
+            return
+        self._backfilling.add(view)
+        try:
+            yield
+        finally:
+            self._backfilling.discard(view)
+
     def set_suspended(self, views: Iterable[str]) -> None:
         """The views suspended now."""
         self._suspended = frozenset(views)
@@ -150,11 +164,14 @@ class RefreshMetrics:
         """Each late or failing view's degraded reason.
 
         One of :data:`lakehouse.slo.DEGRADED_REASONS`: ``suspended``, else the last failure's,
-        else ``over target`` (its lag is above its target).
+        else ``backfilling`` (an initial load or a full refresh of it runs), else ``over
+        target`` (its lag is above its target).
         """
         reasons = {view: "suspended" for view in self._suspended}
         for view, reason in dict(self._failing).items():  # a copy: the scheduler writes
             reasons.setdefault(view, reason)
+        for view in list(self._backfilling):
+            reasons.setdefault(view, "backfilling")
         for view, target_s in self.targets_s.items():
             lag_s = self.freshness.lag_s(view)
             if lag_s is not None and lag_s > target_s:

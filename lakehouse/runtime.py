@@ -392,9 +392,12 @@ class Runtime(AbstractContextManager["Runtime"]):
                 target = current_frontier(self.readers, sources)
                 before = refreshed_from(committed, target)
                 self.schemas.check(view, sinks, committed)  # SchemaChangedError: view stops
-                result = refresh_view(view, self.plan(view), self.readers, sinks, self.states,
-                                      committed, target, self.config.driver_read_max_rows,
-                                      self.config.view_engine(view), full)
+                backfill = full or None in committed.values()  # an initial load, or asked for
+                with self.metrics.backfilling(view.name, backfill):
+                    result = refresh_view(view, self.plan(view), self.readers, sinks,
+                                          self.states, committed, target,
+                                          self.config.driver_read_max_rows,
+                                          self.config.view_engine(view), full)
         except Exception as error:
             self.metrics.record_failure(view.name, degraded_reason(error))
             self._record_failure(view, started_s, before, error)

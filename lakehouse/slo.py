@@ -29,7 +29,7 @@ from lakehouse.errors import (
 __all__ = ["DEGRADED_REASONS", "FreshnessLog", "degraded_reason"]
 
 DEGRADED_REASONS = ("suspended", "schema changed", "source unavailable", "catalog unavailable",
-                    "refresh failing", "over target")
+                    "refresh failing", "backfilling", "over target")
 """Why a view is late or cannot refresh, most telling first."""
 
 SLO_WINDOW_S = 3600.0

@@ -46,7 +46,7 @@ def test_a_refresh_slower_than_the_target_is_late_from_its_commit() -> None:
     assert log.compliance("v", 5.0) == 0.0
 
 
-def test_degraded_reasons_come_from_suspension_failures_and_lag() -> None:
+def test_degraded_reasons_come_from_suspension_failures_backfills_and_lag() -> None:
     clock = Clock()
     metrics = RefreshMetrics(clock, targets_s={"v.a": 5.0, "v.b": 5.0, "v.c": 5.0})
     for view in ("v.a", "v.b", "v.c"):
@@ -62,6 +62,11 @@ def test_degraded_reasons_come_from_suspension_failures_and_lag() -> None:
     assert found[("lakehouse_view_degraded", (("reason", "over target"), ("view", "v.a")))] == 1
     assert found[("lakehouse_view_target_lag_seconds", (("view", "v.a"),))] == 5.0
     assert found[("lakehouse_view_slo_compliance", (("view", "v.a"),))] == pytest.approx(5 / 6)
+    with metrics.backfilling("v.a"), metrics.backfilling("v.d"), \
+            metrics.backfilling("v.b", False):  # an incremental tick: not a backfill
+        assert metrics.degraded() == {"v.a": "backfilling", "v.b": "schema changed",
+                                      "v.c": "suspended", "v.d": "backfilling"}
+    assert metrics.degraded()["v.a"] == "over target" and "v.d" not in metrics.degraded()
     assert degraded_reason(SourceError("gone", source="s")) == "source unavailable"
     assert degraded_reason(SchemaChangedError("x", view="v.a", source="s", column="c",
                                               change="dropped")) == "schema changed"
