@@ -27,7 +27,7 @@ lint: env
 	$(BIN)/ruff check lakehouse ivm sinks catalog_api tests
 	$(BIN)/mypy
 
-# Benchmarks (issue #6): TPC-H refreshes, catalog load, freshness -> docs/benchmarks.md.
+# Benchmarks (issue #6): TPC-H refreshes, catalog load, freshness, soak (#19) -> docs/benchmarks.md.
 # Options: make bench BENCH_ARGS='--parts tpch --scale-factors 0.1,1'
 bench: env
 	bash tests/benchmarks/install-system-deps.sh

@@ -23,6 +23,11 @@ from catalog_api.errors import ListenError
 DEFAULT_STARTUP_TIMEOUT_S = 15.0
 logger = logging.getLogger(__name__)
 
+KEEP_ALIVE_S = 75
+"""Seconds an idle client connection stays open (uvicorn's default is 5). Clients keep
+their connections pooled between calls (pyiceberg's ``requests`` session, Spark's HTTP
+client): a server closing one as a client reuses it resets the client's request."""
+
 
 class ServerStartError(RuntimeError):
     """The catalog server did not start answering in time."""
@@ -171,7 +176,8 @@ def serve_in_thread(
         sock.close()
         raise
     actual_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False)
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False,
+                            timeout_keep_alive=KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name=f"catalog-{actual_port}", daemon=True
@@ -204,7 +210,8 @@ def serve(
     """
     check_exposure(settings, host, port)
     sock = _bind(host, port)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, routers), log_level=log_level))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, routers), log_level=log_level,
+                                           timeout_keep_alive=KEEP_ALIVE_S))
     uri = f"{_base_url(host, sock.getsockname()[1])}{API_PREFIX}"
     logging.getLogger("uvicorn.error").info("Catalog base URI: %s (Ctrl-C to stop)", uri)
     server.run(sockets=[sock])

@@ -10,8 +10,10 @@ import httpx
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, OAuthError, RESTError, UnauthorizedError
+from requests.adapters import HTTPAdapter
 from requests.exceptions import ConnectionError as RequestConnectionError
 from requests.exceptions import RequestException, Timeout
+from urllib3.util.retry import Retry
 
 from catalog_api import CatalogSettings
 from catalog_api.security import AuthSetupError
@@ -22,6 +24,8 @@ from lakehouse.storage_probe import prepare_warehouse
 
 TOKEN_PATH = "/v1/oauth/tokens"
 """The catalog's OAuth2 token endpoint, relative to its base URI."""
+READ_RETRIES = 3
+"""Times a catalog read is sent again after a refused or reset connection."""
 NO_ACCESS_DELEGATION = "header.X-Iceberg-Access-Delegation"
 """pyiceberg's property for that header; empty, the client asks for no vended credentials."""
 
@@ -80,6 +84,7 @@ def connect_catalog(uri: str, credential: str | None = None,
     try:
         catalog = RestCatalog("lakehouse", uri=uri, **oauth_properties(uri, credential),
                               **(properties or {}))
+        _retry_reads(catalog)
         catalog.list_namespaces()
         return catalog
     except (OAuthError, UnauthorizedError, ForbiddenError) as error:
@@ -90,6 +95,23 @@ def connect_catalog(uri: str, credential: str | None = None,
         raise CatalogUnavailableError(uri, "timed out") from None
     except (RequestException, RESTError, ValueError) as error:
         raise CatalogUnavailableError(uri, _first_line(error)[:80]) from None
+
+
+def _retry_reads(catalog: RestCatalog) -> None:
+    """Retry the client's idempotent requests (GET, HEAD) on a refused or reset connection.
+
+    A pooled connection the server closed as the client reused it fails with a reset;
+    a read is safe to send again (urllib3's ``Retry``). Commits (POST) are not retried
+    here: a commit that may have landed is decided by its requirements, not re-sent.
+    pyiceberg has no setting for it, so the adapter is mounted on its session.
+    """
+    retry = Retry(total=READ_RETRIES, connect=READ_RETRIES, read=READ_RETRIES, status=0,
+                  other=0, allowed_methods=frozenset({"GET", "HEAD"}), backoff_factor=0.1,
+                  raise_on_status=False)
+    adapter = HTTPAdapter(max_retries=retry)
+    session = catalog._session  # noqa: SLF001 - no public hook
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
 
 
 def _first_line(error: Exception) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 from datetime import datetime
@@ -15,6 +16,8 @@ from rich.text import Text
 from lakehouse.commands.common import ConfigOption, app, console, fail, load, print_error, progress
 from lakehouse.config import ViewConfig
 from lakehouse.errors import LakehouseError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from lakehouse.progress_display import ProgressDisplay
@@ -74,12 +77,25 @@ def _metrics_address(metrics_listen: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
+def _print_failure(view: ViewConfig, error: Exception) -> None:
+    """One red line: the project's errors as they read, others by type and first line."""
+    from ivm import IvmError
+    from lakehouse.history import first_line
+
+    if isinstance(error, LakehouseError | IvmError):
+        text = str(error)
+    else:  # a client's or Spark's error: the stack trace only in the debug log
+        log.debug("refresh of %s failed", view.name, exc_info=error)
+        text = f"{view.name}: {type(error).__name__}: {first_line(error)}"
+    console.print(Text(f"{datetime.now():%H:%M:%S} {text}", style="red"))
+
+
 def _maintain(runtime: Runtime, view: ViewConfig) -> None:
     """Run ``view``'s scheduled maintenance (on a worker thread); print what it did."""
     try:
         result = runtime.maintain(view)
-    except LakehouseError as error:
-        console.print(Text(f"{datetime.now():%H:%M:%S} {error}", style="red"))
+    except Exception as error:  # one view's failure never stops the schedule
+        _print_failure(view, error)
         return
     if result.snapshots_expired or result.files_compacted or result.delta_files_removed:
         console.print(f"{datetime.now():%H:%M:%S} {view.name}: maintenance expired "
@@ -90,15 +106,14 @@ def _maintain(runtime: Runtime, view: ViewConfig) -> None:
 
 def _report(runtime: Runtime, view: ViewConfig, display: ProgressDisplay | None = None) -> None:
     """Refresh ``view`` (on a scheduler's worker thread) and print its one-line summary."""
-    from ivm import IvmError
     from lakehouse.dag import refresh_order
     from lakehouse.progress import reporting
 
     try:
         with reporting(display) if display is not None else contextlib.nullcontext():
             result = runtime.refresh(view)
-    except (LakehouseError, IvmError) as error:
-        console.print(Text(f"{datetime.now():%H:%M:%S} {error}", style="red"))
+    except Exception as error:  # one view's failure never stops the schedule: the tick
+        _print_failure(view, error)  # is recorded (metrics, history) and retried when due
         return
     finally:
         if display is not None:

@@ -4,8 +4,10 @@ The defaults (what ``make bench`` runs) take about 25 minutes on 2 cores (more u
 and the first time, which generates 1 GB of TPC-H Parquet): TPC-H SF 0.1 and 1 (batches of
 0.1%, 1% and 10%) and the fixed changes at SF 3 (about 15 minutes, SF 3 seven of
 them), the catalog load test (4 minutes), 50 freshness commits, and the crossover of
-incremental and full refreshes (batches of 5% to 60% at SF 0.1, 3 minutes).
-``--parts tpch,freshness`` leaves the other results as they are.
+incremental and full refreshes (batches of 5% to 60% at SF 0.1, 3 minutes), and the soak
+(issue 19: ten views, two slow, a source committing every second, ``--soak-s`` 600 once the
+views are built, about 15 minutes in all). ``--parts tpch,freshness`` leaves the other
+results as they are; ``--parts soak --soak-s 90`` is a short trial of the soak.
 
 Each part replaces its own entry in ``docs/benchmarks/results.json``; the document and its
 plots are then regenerated from that file alone. ``--out DIR`` reads and writes
@@ -33,7 +35,7 @@ from pathlib import Path
 from tests.benchmarks import common
 from tests.benchmarks.common import load_average, machine, save_part
 
-PARTS = ("tpch", "catalog", "freshness", "crossover")
+PARTS = ("tpch", "catalog", "freshness", "crossover", "soak")
 
 
 def _floats(text: str) -> list[float]:
@@ -83,6 +85,17 @@ def main() -> None:
     parser.add_argument("--batch-repeats", type=int, default=3,
                         help="batches of the smallest size, per kind (the median is reported)")
     parser.add_argument("--commits", type=int, default=50, help="freshness: source commits")
+    parser.add_argument("--soak-s", type=float, default=600.0,
+                        help="soak: seconds of soak once every view is built (the first "
+                             "--soak-warmup-s of them not measured)")
+    parser.add_argument("--soak-warmup-s", type=float, default=60.0,
+                        help="soak: warm-up seconds, not measured")
+    parser.add_argument("--soak-every", default="on_change",
+                        help="soak: the fast views' `every` (on_change, a duration, or "
+                             "'target': none, the target lag sets the cadence)")
+    parser.add_argument("--soak-workers", type=int, default=4,
+                        help="soak: `workers:` of the config, when the pipeline has the key "
+                             "(0: not written)")
     parser.add_argument("--crossover-scale-factor", type=float, default=0.1,
                         help="crossover: the TPC-H scale factor")
     parser.add_argument("--crossover-fractions", default="0.05,0.1,0.2,0.3,0.45,0.6",
@@ -181,6 +194,12 @@ def _run(part: str, args: argparse.Namespace) -> dict:
         from tests.benchmarks import crossover
 
         return crossover.run(args.crossover_scale_factor, tuple(_floats(args.crossover_fractions)))
+    if part == "soak":
+        from tests.benchmarks import soak
+
+        return soak.run(args.soak_s, args.soak_warmup_s,
+                        None if args.soak_every == "target" else args.soak_every,
+                        args.soak_workers)
     raise SystemExit(f"unknown part {part!r}; expected one of {PARTS}")
 
 

@@ -113,7 +113,7 @@ def _machine(results: dict[str, Any]) -> list[str]:
              f"{m.get('os')}, Python {m.get('python')}. {_sessions(results.get('tpch', {}))}, "
              "catalog on SQLite, warehouse on the local disk.", ""]
     rows = []
-    for part in ("tpch", "catalog", "freshness", "crossover"):
+    for part in ("tpch", "catalog", "freshness", "crossover", "soak"):
         meta = results.get(part, {}).get("_meta")
         if meta:
             rows.append([part, meta["started"], f"{meta['wall_s']:.0f}",
@@ -559,6 +559,124 @@ def _freshness(fresh: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _soak(soak: dict[str, Any]) -> list[str]:
+    """Issue 19: ten views for ten minutes, a source committing every second."""
+    if not soak:
+        return []
+    writer, goals = soak["writer"], soak["goals"]
+    lines = ["## Soak", "",
+             f"`lakehouse serve` + `lakehouse run` (`workers: {soak['workers'] or 'default'}`, "
+             f"view-table maintenance every {soak.get('maintenance', {}).get('every', '1h')}) "
+             f"for {soak['duration_s']:.0f} s once every view was built ({soak['build_s']:.0f} s), "
+             f"the first {soak['warmup_s']:.0f} s not measured. A writer appends about "
+             f"{soak['commit_rows']} `lineitem` rows (whole orders) to the `events` source "
+             f"every second (every {soak['delete_every']}th commit deletes an earlier commit's "
+             "orders instead; snapshots older than 3 minutes that no view reflects are "
+             f"expired every minute): {writer['commits']} commits, "
+             f"{writer['measured_commits_per_s']} per second measured, p50 "
+             f"{writer['commit_p50_s']} s, max {writer['commit_max_s']} s each. "
+             f"Fast views (`target_lag: 5s`, `every: {soak['fast_every']}`) read `events` "
+             f"({soak['events_rows']:,} rows at the start), with TPC-H SF {soak['scale_factor']:g} "
+             "dimensions, all aggregates by sums and counts, which the local engine "
+             "maintains; `f_brand` reads the view `f_part_types`. Slow views (`refresh: "
+             "full`, `engine: spark`, `target_lag: 60s`) recompute joins of SF 1 `lineitem` and "
+             "`orders` (and read `events`). *lag*: sampled every 0.15 s through the REST "
+             "catalog: now less when the oldest `events` snapshot the view's current snapshot "
+             "does not reflect became visible (0 when it reflects the newest); *SLO*: share of "
+             "the measured time with lag ≤ target; *pipeline SLO*: "
+             "`lakehouse_view_slo_compliance` at the end (the pipeline's own measure, since "
+             "the view's first refresh, warm-up included); refreshes and their seconds from the "
+             "refresh history, in the measured window.", ""]
+    lines += _table(["view", "kind", "ran on", "target s", "p50 lag s", "p99 lag s",
+                     "max lag s", "SLO", "pipeline SLO", "refreshes", "mean refresh s",
+                     "max refresh s"],
+                    [_soak_row(name, v) for name, v in soak["views"].items()])
+    lines += _soak_verdict(soak["verdict"], goals, soak.get("crash")) + _soak_rss(soak)
+    lines += ["![soak lag](benchmarks/soak_lag.png)", "", "![soak RSS](benchmarks/soak_rss.png)",
+              ""]
+    _plot_soak(soak)
+    return lines
+
+
+def _soak_row(name: str, v: dict[str, Any]) -> list[Any]:
+    refreshes = ", ".join(f"{n} {m}" for m, n in sorted(v.get("refreshes", {}).items())) or "0"
+    engines = ", ".join(f"{n} {e}" for e, n in sorted(v.get("engines", {}).items())) or "–"
+    slo = v.get("pipeline", {}).get("slo")
+    return [name, v["kind"], engines, f"{v['target_s']:g}", _s(v.get("p50_lag_s")),
+            _s(v.get("p99_lag_s")), _s(v.get("max_lag_s")),
+            "–" if v.get("slo") is None else f"{v['slo']:.3f}",
+            "–" if slo is None else f"{slo:.3f}", refreshes, _s(v.get("refresh_mean_s")),
+            _s(v.get("refresh_max_s"))]
+
+
+def _soak_verdict(verdict: dict[str, Any], goals: dict[str, Any],
+                  crash: dict[str, Any] | None) -> list[str]:
+    """The goals of issue 19, each met or missed by how much."""
+    def line(met: bool, what: str, miss: str) -> str:
+        return f"- {'✓' if met else '✗'} {what}" + ("" if met else f": missed by {miss}")
+
+    slo, p99 = verdict["fast_min_slo"] or 0.0, verdict["fast_max_p99_lag_s"] or 0.0
+    slow = verdict["slow_min_p50_refresh_s"] or 0.0
+    down = ([] if crash is None else [
+        f"- ✗ `lakehouse run` stayed up: it exited with {crash['returncode']} "
+        f"{crash['after_s']} s after every view was built (measured up to then): "
+        f"`{crash['error']}`"])
+    return ["Goals:", "", *down,
+            line(verdict["slo_met"], f"fast views' SLO ≥ {goals['slo']}: lowest {slo:.3f}",
+                 f"{goals['slo'] - slo:.3f}"),
+            line(verdict["p99_met"], f"fast views' p99 lag ≤ {goals['p99_lag_s']:g} s: "
+                 f"highest {p99:.2f} s", f"{p99 - goals['p99_lag_s']:.2f} s"),
+            line(verdict["slow_met"], f"slow views' refreshes over {goals['slow_refresh_s']:g} s"
+                 f" (median): shortest median {slow:.1f} s",
+                 f"{goals['slow_refresh_s'] - slow:.1f} s"),
+            line(verdict["rss_met"], "no RSS growth after the warm-up (at most "
+                 f"{goals['rss_growth']:.0%}, last minute against the first): " + ", ".join(
+                     f"{k.removesuffix('_mib')} {'–' if v is None else f'{v:+.1%}'}"
+                     for k, v in verdict["rss_growth_share"].items()), "the growth shown"), ""]
+
+
+def _soak_rss(soak: dict[str, Any]) -> list[str]:
+    rows = [[key.removesuffix("_mib"), g.get("first_mib", "–"), g.get("last_mib", "–"),
+             g.get("growth_mib", "–"), g.get("slope_mib_per_min", "–"), g.get("max_mib", "–")]
+            for key, g in soak["rss_growth"].items()]
+    return ["RSS after the warm-up (sampled every 5 s): `lakehouse run`'s Python process, its "
+            "JVM (the `java` child), and the catalog service (`lakehouse serve`). *first*, "
+            "*last*: mean of the first and last minute (a third of the span when shorter); "
+            "*slope*: least squares.", ""] + _table(
+        ["process", "first MiB", "last MiB", "growth MiB", "slope MiB/min", "max MiB"], rows)
+
+
+def _plot_soak(soak: dict[str, Any]) -> None:
+    """Each view's lag (the largest of each second) and the RSS over the soak."""
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for name, v in soak["views"].items():
+        ax.plot(v.get("lag_per_s", []), lw=0.8, label=name,
+                ls="--" if v["kind"] == "slow" else "-")
+    ax.axhline(5, color="red", ls=":", label="fast target 5 s")
+    ax.axvline(soak["warmup_s"], color="grey", ls=":", label="end of warm-up")
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds since every view was built")
+    ax.set_ylabel("lag (s), largest each second")
+    ax.legend(fontsize=6, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(PLOTS / "soak_lag.png", dpi=90)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    for key in ("python_mib", "jvm_mib", "catalog_mib"):
+        ax.plot([s["t"] for s in soak["rss"]], [s.get(key) for s in soak["rss"]],
+                label=key.removesuffix("_mib"))
+    ax.axvline(soak["warmup_s"], color="grey", ls=":", label="end of warm-up")
+    ax.set_xlabel("seconds since every view was built")
+    ax.set_ylabel("RSS (MiB)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(PLOTS / "soak_rss.png", dpi=90)
+    plt.close(fig)
+
+
 def _memory(results: dict[str, Any]) -> list[str]:
     rows = []
     for sf, entry in results.get("tpch", {}).get("scale_factors", {}).items():
@@ -626,7 +744,8 @@ def write_report(results: dict[str, Any] | None = None) -> Path:
     lines += findings(results)
     lines += _tpch(tpch) + _scaling(tpch) + _crossover(results.get("crossover", {}))
     lines += _catalog(results.get("catalog", {}))
-    lines += _freshness(results.get("freshness", {})) + _memory(results) + _profiles(tpch)
+    lines += _freshness(results.get("freshness", {})) + _soak(results.get("soak", {}))
+    lines += _memory(results) + _profiles(tpch)
     lines += OTHER
     doc.write_text("\n".join(lines).rstrip() + "\n")
     return doc
