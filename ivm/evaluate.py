@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -357,7 +358,9 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput],
                else SparkSession.active)
     changed = {s for s in plan.sources if inputs[s].delta is not None}
     arrows = {s: inputs[s].delta_arrow for s in changed if inputs[s].delta_arrow is not None}
-    scope = _Scope(session, "__ivm_" + _IDENTIFIER.sub("_", plan.view), changed, arrows,
+    # temporary views named for this tick alone: ticks of several views run at once
+    prefix = f"__ivm_{_IDENTIFIER.sub('_', plan.view)}_{uuid.uuid4().hex[:8]}"
+    scope = _Scope(session, prefix, changed, arrows,
                    {s: inputs[s].read_arrow for s in plan.sources}, read_max_rows)
     for source in plan.sources:
         state = inputs[source]

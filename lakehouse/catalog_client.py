@@ -228,7 +228,8 @@ def read_catalog(config: Config) -> Catalog:
     ``SqlCatalog`` over the embedded catalog's own database (the store the service keeps
     its tables in, :class:`catalog_api.store.CatalogStore`): commands that only read
     metadata, such as ``lakehouse explain``, then bind no port and start no web app.
-    The caller must not write through it (the service's checks are not on its path).
+    A SQLite database is opened read-only (the service's checks are not on this path);
+    the caller must not write through another database's client either.
 
     Raises:
         CatalogUnavailableError: The catalog is served elsewhere and does not answer, or
@@ -239,8 +240,11 @@ def read_catalog(config: Config) -> Catalog:
         return connect_catalog(config.catalog_uri, pipeline_credential(config),
                                storage_properties(config))
     database = config.database_url
-    if database.startswith("sqlite:///") and not Path(database.removeprefix("sqlite:///")).exists():
-        raise CatalogUnavailableError(database, "the embedded catalog has no database yet")
+    if database.startswith("sqlite:///"):  # opened read-only: nothing can write through it
+        path = database.removeprefix("sqlite:///")
+        if not Path(path).exists():
+            raise CatalogUnavailableError(database, "the embedded catalog has no database yet")
+        database = f"sqlite:///file:{path}?mode=ro&uri=true"
     from pyiceberg.catalog.sql import SqlCatalog
 
     settings = catalog_settings(config)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections import Counter
 
 __all__ = ["ENV", "FAILPOINTS", "LOG_ENV", "failpoint"]
@@ -27,6 +28,7 @@ FAILPOINTS = ("before-iceberg-commit", "between-sink-commits", "after-sink-commi
 ANY = "*"
 
 _hits: Counter[str] = Counter()
+_lock = threading.Lock()  # ticks on several threads count their hits one at a time
 
 
 def failpoint(name: str) -> None:
@@ -34,8 +36,14 @@ def failpoint(name: str) -> None:
     listed = os.environ.get(ENV)
     if not listed:
         return
-    _hits[name] += 1
-    _hits[ANY] += 1
+    with _lock:
+        _hits[name] += 1
+        _hits[ANY] += 1
+        _act(listed, name)
+
+
+def _act(listed: str, name: str) -> None:
+    """Kill (or SIGTERM) this process if an entry of ``listed`` selects this hit."""
     for entry in listed.split(","):
         selector, _, action = entry.strip().partition("=")
         point, _, count = selector.partition("@")

@@ -70,6 +70,7 @@ from ivm import IvmError
 from lakehouse.config import Config, MaintenanceConfig, ViewConfig, ViewSource
 from lakehouse.dag import upstream_views
 from lakehouse.errors import MaintenanceError
+from lakehouse.history import first_line
 from lakehouse.refresh import ViewSinks
 from lakehouse.storage import Folder, delta_options, warehouse_folder
 from lakehouse.subscriptions import LIVE
@@ -244,6 +245,22 @@ def maintain(runtime: Runtime, view: ViewConfig) -> MaintenanceResult:
             a snapshot could not be read (then nothing was expired).
     """
     started_s = time.monotonic()
+    try:  # the storage's own errors (a file system, an object store) too, named
+        iceberg, delta = _maintain_sinks(runtime, view)
+    except OSError as error:
+        raise MaintenanceError(f"{type(error).__name__}: {first_line(error)}",
+                               view=view.name, step="read") from error
+    result = MaintenanceResult(
+        view.name, len(iceberg.expired), iceberg.expired, iceberg.held, iceberg.files_deleted,
+        iceberg.files_before, iceberg.files_after, delta.files_before, delta.files_after,
+        delta.removed, iceberg.rewritten + delta.rewritten, time.monotonic() - started_s)
+    runtime.metrics.record_maintenance(view.name, result.snapshots_expired,
+                                       result.files_compacted)
+    return result
+
+
+def _maintain_sinks(runtime: Runtime, view: ViewConfig) -> tuple[IcebergOutcome, DeltaOutcome]:
+    """Maintain the view's Iceberg table, then its Delta copy (those it has)."""
     settings = runtime.config.maintenance
     iceberg = (_maintain_iceberg(runtime, view, settings) if "iceberg" in view.sinks
                else IcebergOutcome())
@@ -253,13 +270,7 @@ def maintain(runtime: Runtime, view: ViewConfig) -> MaintenanceResult:
         folder = warehouse_folder(runtime.config, "delta", *view.name.rsplit(".", 1))
         delta = maintain_delta(uri, delta_options(runtime.config, uri), settings, view.name,
                                folder)
-    result = MaintenanceResult(
-        view.name, len(iceberg.expired), iceberg.expired, iceberg.held, iceberg.files_deleted,
-        iceberg.files_before, iceberg.files_after, delta.files_before, delta.files_after,
-        delta.removed, iceberg.rewritten + delta.rewritten, time.monotonic() - started_s)
-    runtime.metrics.record_maintenance(view.name, result.snapshots_expired,
-                                       result.files_compacted)
-    return result
+    return iceberg, delta
 
 
 def _maintain_iceberg(runtime: Runtime, view: ViewConfig,

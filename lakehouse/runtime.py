@@ -344,6 +344,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         from lakehouse.maintenance import maintain
 
         with self._holding([view]):
+            self._spark_pool(view, "maintain")
             return maintain(self, view)
 
     @contextmanager
@@ -416,7 +417,7 @@ class Runtime(AbstractContextManager["Runtime"]):
             self._listed_delta_copies.add(view.name)
         return result
 
-    def _spark_pool(self, view: ViewConfig) -> None:
+    def _spark_pool(self, view: ViewConfig, job: str = "refresh") -> None:
         """Run this thread's Spark jobs in the view's own FAIR pool, if Spark runs.
 
         With ``spark.scheduler.mode`` FAIR (the default here), ticks of several views
@@ -426,7 +427,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         if self.session.started:
             context = self.spark.sparkContext
             context.setLocalProperty("spark.scheduler.pool", view.name)
-            context.setJobDescription(f"refresh {view.name}")
+            context.setJobDescription(f"{job} {view.name}")
 
     def _record_failure(self, view: ViewConfig, started_s: float,
                         before: Mapping[str, int] | None, error: Exception) -> None:

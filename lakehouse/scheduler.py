@@ -146,14 +146,15 @@ class Scheduler:
     def _start_due(self, pool: ThreadPoolExecutor,
                    jobs: Mapping[Job, Callable[[ViewConfig], object]],
                    running: dict[Future[object], _Running]) -> None:
-        """Start the most overdue jobs whose claims no running job holds."""
+        """Start the most overdue jobs whose claims no running or more overdue job holds."""
         held = set().union(*(job.claims for job in running.values()))
         for _, job, view in self._due_jobs(jobs):
             claims = (self.claims.get(view.name, frozenset({view.name})) if job == "refresh"
                       else frozenset({view.name}))
             if len(running) >= self.workers or self.stop_event.is_set():
                 return
-            if held & claims:
+            if held & claims:  # blocked: it keeps its views from less overdue jobs, so
+                held |= claims  # ticks of the views it reads cannot starve it
                 continue
             due = self.next_due_s if job == "refresh" else self.next_maintenance_s
             due[view.name] = float("inf")  # not due again while it runs

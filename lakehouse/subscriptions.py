@@ -121,7 +121,10 @@ class Subscription:
                                         "table's namespace: set history_table", view=view)
             if since is None:
                 since = positions.subscribers(view).get(name)
-            else:  # the subscriber says it is done with since: that is its position now
+            else:  # the subscriber says it is done with since: that is its position now,
+                table = _table(catalog, view, must_exist=False)  # once known to the table
+                if table is not None:
+                    snapshots_after(table, since, view)  # SubscriptionError: not in its history
                 positions.acknowledge(view, name, since)
         self.last = since
         no_spark = cast("SparkSession", LazySession(partial(_no_spark, view)))  # never started

@@ -123,10 +123,9 @@ def _keyed_source(delta: pa.Table, key: Sequence[str]) -> pa.Table:
 def _multiset_source(delta: pa.Table, table: DeltaTable) -> pa.Table:
     """Delete markers for rows losing copies, then every copy to insert (see merge_source)."""
     columns = [c for c in delta.column_names if c != WEIGHT]
-    current = table.to_pyarrow_dataset()  # noqa: F841  (scanned by DuckDB below)
     same = " AND ".join(f"r.{_quoted(c)} IS NOT DISTINCT FROM t.{_quoted(c)}" for c in columns)
     select = ", ".join(f"r.{_quoted(c)}" for c in columns)
-    result = duckdb.sql(f"""
+    query = f"""
         WITH removed AS (SELECT * FROM delta WHERE {WEIGHT} < 0),
         remaining AS (
             SELECT {select}, r.{WEIGHT} + (SELECT count(*) FROM current t WHERE {same}) AS __copies
@@ -139,8 +138,11 @@ def _multiset_source(delta: pa.Table, table: DeltaTable) -> pa.Table:
         UNION ALL
         SELECT {', '.join(map(_quoted, columns))}, 'insert' AS {OP}
         FROM inserts, range(CAST(greatest(__copies, 0) AS BIGINT))
-    """).arrow()
-    return pa.table(result)
+    """
+    with duckdb.connect() as own:  # own connection: ticks of several views run in threads
+        own.register("delta", delta)
+        own.register("current", table.to_pyarrow_dataset())
+        return pa.table(own.sql(query).arrow())
 
 
 def _uri(target: DeltaTable | str) -> str:

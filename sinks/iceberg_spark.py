@@ -9,6 +9,7 @@ snapshot, and the branch is published to ``main`` only if ``main`` is still that
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -100,7 +101,8 @@ class SparkWriter:
         properties: dict[str, str],
     ) -> None:
         columns = [c for c in source.columns if c != OP]
-        view = f"__merge_{self.identifier.replace('.', '_')}"
+        # a name of its own: merges of views whose names differ only by . and _ run at once
+        view = f"__merge_{self.identifier.replace('.', '_')}_{uuid.uuid4().hex[:8]}"
         source.createOrReplaceTempView(view)
         matching = key if key is not None else columns
         matched = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in matching)

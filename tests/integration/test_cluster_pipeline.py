@@ -163,6 +163,9 @@ def _config_document(endpoint: str, warehouse: str, port: int,
     return {
         "warehouse": warehouse,
         "engine": "spark",
+        # One tick at a time: the SIGKILL lands between the first view's commits with no
+        # other view's tick half way (parallel ticks: tests/integration/test_parallel_refresh.py)
+        "workers": 1,
         "catalog": {
             "embedded": False,  # `lakehouse serve` is the catalog, as in docs/deploy.md
             "listen": f"127.0.0.1:{port}",

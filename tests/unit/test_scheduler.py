@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from lakehouse.config import Config, ViewConfig, parse_config
+from lakehouse.dag import claims
 from lakehouse.scheduler import Scheduler
 
 TICK_S = 0.15
@@ -122,7 +123,8 @@ def test_stop_starts_no_tick_and_lets_those_in_flight_finish() -> None:
 
 def test_maintenance_runs_on_its_cadence_never_beside_a_tick_of_its_view() -> None:
     config = _config(workers=3)
-    scheduler = Scheduler(config.views, workers=3, maintenance_every="1s")
+    scheduler = Scheduler(config.views, workers=3, claims=claims(config),
+                          maintenance_every="1s")  # ticks of v.a and v.b hold v.up
     refreshes = _Recorder(scheduler, ticks_each=1_000)  # stopped by the maintenance below
     maintained: list[tuple[str, float, float]] = []
 
@@ -135,8 +137,27 @@ def test_maintenance_runs_on_its_cadence_never_beside_a_tick_of_its_view() -> No
             scheduler.stop()
 
     scheduler.run(refreshes, maintain)
+    held = claims(config)
     for name, start, end in maintained:
-        assert not any(ran == name and s < end and start < e
+        assert not any(name in held[ran] and s < end and start < e
                        for ran, s, e in refreshes.intervals), name
     first = min(start for _, start, _ in maintained)
     assert first - min(s for _, s, _ in refreshes.intervals) >= 0.9  # one cadence after start
+
+
+def test_a_view_reading_busy_views_is_not_starved_by_their_ticks() -> None:
+    """``v.x`` reads ``v.a`` and ``v.b``, each ticking again as soon as it ends."""
+    config = parse_config({
+        "workers": 3, "sources": {"t": {"iceberg": "raw.t"}, "a": {"view": "v.a"},
+                                  "b": {"view": "v.b"}},
+        "views": [{"name": "v.a", "sql": "SELECT k FROM t"},
+                  {"name": "v.b", "sql": "SELECT k FROM t WHERE k > 1"},
+                  {"name": "v.x", "sql": "SELECT a.k FROM a JOIN b ON a.k = b.k"}]})
+    scheduler = Scheduler.for_config(config)
+    recorder = _Recorder(scheduler, ticks_each=3,  # a and b out of step: one always runs
+                         duration_s=lambda name: {"v.a": 0.3, "v.b": 0.45}.get(name, 0.1))
+    deadline = threading.Timer(10.0, scheduler.stop)  # a starved view would never stop it
+    deadline.start()
+    scheduler.run(recorder)
+    deadline.cancel()
+    assert sum(1 for name, _, _ in recorder.intervals if name == "v.x") >= 3
