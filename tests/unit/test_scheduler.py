@@ -161,3 +161,23 @@ def test_a_view_reading_busy_views_is_not_starved_by_their_ticks() -> None:
     scheduler.run(recorder)
     deadline.cancel()
     assert sum(1 for name, _, _ in recorder.intervals if name == "v.x") >= 3
+
+
+def test_maintenance_takes_one_worker_at_a_time() -> None:
+    config = _config(workers=3)
+    scheduler = Scheduler(config.views, workers=3, claims=claims(config),
+                          maintenance_every="1s")
+    refreshes = _Recorder(scheduler, ticks_each=1_000)
+    maintained: list[tuple[str, float, float]] = []
+
+    def maintain(view: ViewConfig) -> None:
+        started = time.monotonic()
+        time.sleep(0.2)
+        maintained.append((view.name, started, time.monotonic()))
+        if len(maintained) >= len(config.views):
+            scheduler.stop()
+
+    scheduler.run(refreshes, maintain)
+    assert not any(a0 < b1 and b0 < a1 for i, (_, a0, a1) in enumerate(maintained)
+                   for _, b0, b1 in maintained[i + 1:])
+    assert refreshes.intervals  # the refreshes kept their workers meanwhile
