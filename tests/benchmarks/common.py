@@ -6,6 +6,8 @@ import json
 import os
 import platform
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -223,3 +225,27 @@ def median_sample(samples: list[dict[str, Any]]) -> dict[str, Any]:
 def worst_check(checks: list[dict[str, Any]]) -> dict[str, Any]:
     """Of the checks of repeated batches, the first with mismatched rows, else the last."""
     return next((c for c in checks if any(v["mismatched"] for v in c.values())), checks[-1])
+
+
+def lakehouse_command(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    """Start ``lakehouse ARGS`` (this environment's), its output to ``log``."""
+    binary = Path(sys.executable).parent / "lakehouse"
+    command = [str(binary)] if binary.exists() else [sys.executable, "-m", "lakehouse.cli"]
+    return subprocess.Popen(command + list(args), stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT)
+
+
+@contextmanager
+def lakehouse_process(*args: str, log: Path,
+                      stop_s: float = 60.0) -> Iterator[subprocess.Popen[bytes]]:
+    """A ``lakehouse`` subprocess, stopped with SIGTERM (then SIGKILL after ``stop_s``)."""
+    process = lakehouse_command(*args, log=log)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(stop_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(30)

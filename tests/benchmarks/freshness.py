@@ -14,11 +14,7 @@ from __future__ import annotations
 import math
 import shutil
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,33 +27,19 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from lakehouse.scheduler import ON_CHANGE_POLL_S
 from sinks.frontier import FRONTIER_KEY, decode_frontier
-from tests.benchmarks.common import WORK, MemoryProbe, free_port, load_average
+from tests.benchmarks.common import (
+    WORK,
+    MemoryProbe,
+    free_port,
+    lakehouse_process,
+    load_average,
+)
 from tests.benchmarks.tpch_refresh import generate_cached, view_sql
 
 SCALE_FACTOR = 0.1
 VIEW = "fresh.q1"
 SOURCE = "fresh.lineitem"
 TIMEOUT_S = 180.0
-
-
-def _lakehouse(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    binary = Path(sys.executable).parent / "lakehouse"
-    command = [str(binary)] if binary.exists() else [sys.executable, "-m", "lakehouse.cli"]
-    return subprocess.Popen(command + list(args), stdout=log.open("wb"),
-                            stderr=subprocess.STDOUT)
-
-
-@contextmanager
-def _process(*args: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    process = _lakehouse(*args, log=log)
-    try:
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def _wait(check: Any, what: str, timeout_s: float = TIMEOUT_S) -> None:
@@ -105,13 +87,13 @@ def run(commits: int = 50) -> dict[str, Any]:
     config = _config(root, port)
     uri = f"http://127.0.0.1:{port}/iceberg"
     lineitem = pq.read_table(generate_cached(SCALE_FACTOR) / "lineitem.parquet")
-    with _process("serve", "--config", str(config), log=root / "serve.log"):
+    with lakehouse_process("serve", "--config", str(config), log=root / "serve.log"):
         _wait(lambda: _ok(uri), "the catalog")
         catalog = RestCatalog("bench", uri=uri)
         catalog.create_namespace("fresh")
         source = catalog.create_table(SOURCE, schema=lineitem.schema)
         source.append(lineitem)
-        with _process("run", "--config", str(config), "--metrics-listen", "",
+        with lakehouse_process("run", "--config", str(config), "--metrics-listen", "",
                       log=root / "run.log") as runner:
             _wait(lambda: _frontier(catalog) is not None, "the initial load")
             probe = MemoryProbe(pid=runner.pid, interval_s=0.25)

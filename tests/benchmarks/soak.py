@@ -36,8 +36,7 @@ import shutil
 import statistics
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +46,8 @@ import pyarrow.parquet as pq
 import yaml
 from pyiceberg.catalog.rest import RestCatalog
 
-from tests.benchmarks.common import WORK, free_port, load_average
-from tests.benchmarks.freshness import _lakehouse, _ok, _wait
+from tests.benchmarks.common import WORK, free_port, lakehouse_process, load_average
+from tests.benchmarks.freshness import _ok, _wait
 from tests.benchmarks.soak_probes import (
     LagPoller,
     RssSampler,
@@ -194,21 +193,6 @@ def _load_sources(catalog: RestCatalog, folder: Path, commits: int) -> pa.Table:
     return rows.slice(EVENTS_ROWS)
 
 
-@contextmanager
-def _process(*args: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A ``lakehouse`` subprocess, stopped with SIGTERM (then SIGKILL after 120 s)."""
-    process = _lakehouse(*args, log=log)
-    try:
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(30)
-
-
 def _alive(process: subprocess.Popen[bytes], log: Path) -> None:
     """Raise with the end of its log if ``process`` exited."""
     if process.poll() is not None:
@@ -229,7 +213,7 @@ def run(duration_s: float = 600.0, warmup_s: float = 60.0, every: str | None = "
     config = _config(root, port, every, workers)
     uri = f"http://127.0.0.1:{port}/iceberg"
     try:
-        with _process("serve", "--config", str(config), log=root / "serve.log") as server:
+        with lakehouse_process("serve", "--config", str(config), log=root / "serve.log") as server:
             _wait(lambda: _ok(uri), "the catalog")
             catalog = RestCatalog("soak", uri=uri)
             started = time.perf_counter()
@@ -265,7 +249,7 @@ def _soak(catalog: RestCatalog, uri: str, config: Path, rest: pa.Table,
     writer.start()
     poller.start()
     try:
-        with _process("run", "--config", str(config), "--metrics-listen",
+        with lakehouse_process("run", "--config", str(config), "--metrics-listen",
                       f"127.0.0.1:{metrics_port}", log=run_log) as runner:
             rss = RssSampler(runner.pid, {"catalog": server_pid})
             rss.start()
