@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 
-from pyspark import SparkContext
+from pyspark import SparkContext, StatusTracker
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -120,22 +120,32 @@ class ProgressDisplay:
                                highlight=False)
 
     def _poll(self) -> None:
-        """Show the task counts of Spark's active stages on the running phases."""
+        """Show on each running phase the task counts of its view's active Spark stages.
+
+        A tick's jobs carry its view's name as their job group (``Runtime._spark_pool``).
+        """
         assert self.spark is not None
         while not self._stop.wait(POLL_S):
             context = self.spark()
             if context is None:  # Spark not started: no task to count
                 continue
             tracker = context.statusTracker()
-            done = total = 0
-            for stage in tracker.getActiveStageIds():
-                info = tracker.getStageInfo(stage)
-                if info is not None:
-                    done, total = done + info.numCompletedTasks, total + info.numTasks
-            suffix = f", Spark tasks {done}/{total}" if total else ""
             with self._lock:
                 for event in list(self.current.values()):
-                    self._show(event, suffix)
+                    self._show(event, _tasks(tracker, event.view))
+
+
+def _tasks(tracker: StatusTracker, group: str) -> str:
+    """``, Spark tasks 3/8`` over the active stages of the group's active jobs; empty if none."""
+    active_stages = set(tracker.getActiveStageIds())
+    done = total = 0
+    for job in set(tracker.getJobIdsForGroup(group)) & set(tracker.getActiveJobsIds()):
+        info = tracker.getJobInfo(job)
+        for stage in set(info.stageIds if info is not None else ()) & active_stages:
+            stage_info = tracker.getStageInfo(stage)
+            if stage_info is not None:
+                done, total = done + stage_info.numCompletedTasks, total + stage_info.numTasks
+    return f", Spark tasks {done}/{total}" if total else ""
 
 
 def describe(event: Phase) -> str:

@@ -427,7 +427,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         if self.session.started:
             context = self.spark.sparkContext
             context.setLocalProperty("spark.scheduler.pool", view.name)
-            context.setJobDescription(f"{job} {view.name}")
+            context.setJobGroup(view.name, f"{job} {view.name}")  # the progress bar's tasks
 
     def _record_failure(self, view: ViewConfig, started_s: float,
                         before: Mapping[str, int] | None, error: Exception) -> None:

@@ -185,3 +185,30 @@ def test_sigterm_lets_the_ticks_in_flight_commit_to_every_sink(
             committed += 1
             _assert_equal_recompute(runtime, rest_catalog, view)
     assert committed >= 1
+
+
+def test_the_progress_bar_counts_the_tasks_of_its_own_view(spark: SparkSession) -> None:
+    from lakehouse.progress_display import _tasks
+
+    context = spark.sparkContext
+    finished = threading.Event()
+
+    def tick() -> None:  # a view's tick on a worker thread: its jobs in its job group
+        context.setJobGroup("ns.slow", "refresh ns.slow")
+        try:  # two tasks sleeping 3 s each, no Python worker
+            spark.sql("SELECT reflect('java.lang.Thread', 'sleep', CAST(3000 AS BIGINT)) "
+                      "FROM range(0, 2, 1, 2)").collect()
+        finally:
+            context.setJobGroup("", "")
+            finished.set()
+
+    worker = threading.Thread(target=tick)
+    worker.start()
+    counted, deadline = "", time.monotonic() + 30
+    while not counted and not finished.is_set() and time.monotonic() < deadline:
+        counted = _tasks(context.statusTracker(), "ns.slow")
+        time.sleep(0.1)
+    other = _tasks(context.statusTracker(), "ns.other")
+    worker.join()
+    assert counted.startswith(", Spark tasks ") and counted.endswith("/2"), counted
+    assert other == ""
