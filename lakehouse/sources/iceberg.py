@@ -356,9 +356,13 @@ class IcebergSourceReader:
             at_new.selectExpr(*_aligned(at_new, spark_columns)))))
 
     def _empty(self, version: int, names: Sequence[str]) -> ChangeFeed:
-        """No change: the columns ``names`` of snapshot ``version``, no row."""
-        return ChangeFeed.empty(with_weight(
-            self.spark.createDataFrame([], self._spark_columns(version, names))))
+        """No change: the columns ``names`` of snapshot ``version``, no row.
+
+        Made from an RDD of no partition: a frame of a Python list has partitions, and
+        each scan of it would run a task on a Python worker.
+        """
+        return ChangeFeed.empty(with_weight(self.spark.createDataFrame(
+            self.spark.sparkContext.emptyRDD(), self._spark_columns(version, names))))
 
     def arrow_rows(self, version: int, columns: Sequence[str],
                    keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:

@@ -50,6 +50,7 @@ from lakehouse.sources.iceberg_lineage import lineage
 from lakehouse.sources.iceberg_positions import position_changes
 from lakehouse.sources.manifest_cache import ManifestCache
 from tests.conftest import multiset, normal_row
+from tests.spark_frames import spark_frame
 
 pytestmark = pytest.mark.spark
 
@@ -598,7 +599,7 @@ def test_delta_deletion_vectors_without_change_data_feed(spark, tmp_path: Path) 
     from delta.tables import DeltaTable as SparkDeltaTable
 
     path = str(tmp_path / "delta")
-    (spark.createDataFrame(ROWS, "id long, v string").coalesce(1).write.format("delta")
+    (spark_frame(spark, ROWS, "id long, v string").coalesce(1).write.format("delta")
      .option("delta.enableDeletionVectors", "true").save(path))
     table = SparkDeltaTable.forPath(spark, path)
     table.delete("id = 1")

@@ -24,6 +24,7 @@ from sinks.frontier import FRONTIER_KEY, decode_frontier
 from sinks.iceberg import IcebergSink
 from sinks.iceberg_publish import BRANCH_PREFIX
 from sinks.iceberg_snapshot import NO_RETRIES
+from tests.spark_frames import spark_frame
 
 pytestmark = pytest.mark.spark
 
@@ -77,7 +78,7 @@ def test_iceberg_arrow_commit_on_a_table_that_allowed_retries_is_refused_too(
               f"TBLPROPERTIES ('format-version' = '2')")
     first = IcebergSink(spark, rest_catalog, "lakehouse", identifier, arrow_max_rows=0)
     assert first.frontier() is None
-    first.replace(spark.createDataFrame([("a", 1)], ROWS), {"s": 1})
+    first.replace(spark_frame(spark, [("a", 1)], ROWS), {"s": 1})
     assert NO_RETRIES.keys().isdisjoint(rest_catalog.load_table(identifier).properties)
     winner = IcebergSink(spark, rest_catalog, "lakehouse", identifier)
     loser = IcebergSink(spark, rest_catalog, "lakehouse", identifier)
@@ -102,11 +103,11 @@ def test_iceberg_spark_commit_from_a_stale_frontier_is_refused(
 
     first = sink()
     assert first.frontier() is None
-    first.ensure_table(spark.createDataFrame([], ROWS).schema)
-    first.replace(spark.createDataFrame([("a", 1)], ROWS), {"s": 1})
+    first.ensure_table(spark_frame(spark, [], ROWS).schema)
+    first.replace(spark_frame(spark, [("a", 1)], ROWS), {"s": 1})
     winner, loser = sink(), sink()
     assert winner.frontier() == loser.frontier() == {"s": 1}
-    delta = spark.createDataFrame([("b", 2, 1)], f"{ROWS}, _weight bigint")
+    delta = spark_frame(spark, [("b", 2, 1)], f"{ROWS}, _weight bigint")
     winner.apply(delta, None, {"s": 2})
     with pytest.raises(SinkError, match="committed first"):
         loser.apply(delta, None, {"s": 2})

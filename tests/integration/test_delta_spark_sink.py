@@ -19,6 +19,7 @@ from lakehouse.duckdb_client import connect
 from sinks.delta import DeltaSink
 from sinks.delta_commit import commit_frontier
 from sinks.errors import SinkError
+from tests.spark_frames import spark_frame
 
 pytestmark = pytest.mark.spark
 
@@ -27,7 +28,7 @@ SCHEMA = "k long, n long, _weight long"
 
 
 def _frame(spark: SparkSession, rows: list[tuple[int | None, int | None, int]]) -> DataFrame:
-    return spark.createDataFrame(rows, SCHEMA)
+    return spark_frame(spark, rows, SCHEMA)
 
 
 def _arrow(rows: list[tuple[int | None, int | None, int]]) -> pa.Table:
@@ -54,7 +55,7 @@ def _readers(spark: SparkSession, uri: str) -> dict[str, Counter]:
 def test_spark_commits_read_back_equal_by_every_reader(
         spark: SparkSession, tmp_path: Path, key: list[str] | None) -> None:
     uri = str(tmp_path / "v")
-    content = spark.createDataFrame([(1, 10), (2, 20), (None, 30)], "k long, n long")
+    content = spark_frame(spark, [(1, 10), (2, 20), (None, 30)], "k long, n long")
     _sink(uri, spark).replace(content, {"s": 1})
     _sink(uri, spark).apply(_frame(spark, [(1, 10, -1), (1, 11, 1), (3, 30, 1)]), key, {"s": 2})
     expected = Counter({(1, 11): 1, (2, 20): 1, (None, 30): 1, (3, 30): 1})
@@ -73,7 +74,7 @@ def test_spark_commits_read_back_equal_by_every_reader(
 def test_a_replayed_spark_commit_is_skipped_by_delta(spark: SparkSession, tmp_path: Path) -> None:
     """A tick replayed from the same base (it died after committing) adds no second commit."""
     uri = str(tmp_path / "v")
-    _sink(uri, spark).replace(spark.createDataFrame([(1, 1)], "k long, n long"), {"s": 1})
+    _sink(uri, spark).replace(spark_frame(spark, [(1, 1)], "k long, n long"), {"s": 1})
     first, replay = _sink(uri, spark), _sink(uri, spark)  # both read version 0 as the base
     delta = _frame(spark, [(2, 2, 1)])  # inserts only: a blind append, no conflict to detect
     first.apply(delta, None, {"s": 2})
@@ -111,7 +112,7 @@ def test_delta_rs_and_spark_commits_interleave_on_one_table(
 
 def test_a_spark_merge_on_a_moved_table_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     uri = str(tmp_path / "v")
-    _sink(uri, spark).replace(spark.createDataFrame([(1, 1)], "k long, n long"), {"s": 1})
+    _sink(uri, spark).replace(spark_frame(spark, [(1, 1)], "k long, n long"), {"s": 1})
     stale = _sink(uri, spark)
     _sink(uri, spark).apply(_frame(spark, [(1, 1, -1), (1, 2, 1)]), ["k"], {"s": 2})
     with pytest.raises(SinkError, match="another commit landed first"):

@@ -16,6 +16,7 @@ from ivm import compile_view, to_arrow
 from ivm.aggregate_form import aggregate_form, state_output
 from ivm.aggregate_state import change_aggregate
 from ivm.driver_output import plain_outputs, view_rows
+from tests.spark_frames import arrow_frame, spark_frame
 
 COUNTS = [1, 2, 3, 4, 7, 8, 16, 32, 64, 125, 1000, 3 ** 20, 2 ** 40]  # ties come from 2s and 5s
 
@@ -49,11 +50,11 @@ def _driver_rows_equal_spark(spark: SparkSession, sql: str, schema: dict[str, st
     assert outputs is not None
     arg_types = [schema["x"]]
     spark_types = ", ".join(f"{f.name} {_spark_type(f.type)}" for f in state_schema)
-    spark.createDataFrame(rows, spark_types).createOrReplaceTempView("driver_output_state")
+    state = pa.Table.from_pylist(rows, schema=state_schema)
+    arrow_frame(spark, state, spark_types).createOrReplaceTempView("driver_output_state")
     expected = spark.sql(state_output(form, arg_types, "driver_output_state").sql("spark"))
     columns = [(f.name, f.nullable) for f in expected.schema.fields]
-    mine = view_rows(form, outputs, arg_types, pa.Table.from_pylist(rows, schema=state_schema),
-                     columns)
+    mine = view_rows(form, outputs, arg_types, state, columns)
     assert mine.schema == to_arrow(expected).schema
     assert sorted(mine.to_pylist(), key=lambda r: r["g"]) == sorted(
         (r.asDict() for r in expected.collect()), key=lambda r: r["g"])
@@ -99,7 +100,7 @@ def test_spark_change_aggregate_negates_an_int_as_bigint(spark: SparkSession) ->
                         {"t": {"g": "int", "x": "int"}})
     form = aggregate_form(plan.query)
     assert form is not None
-    delta = spark.createDataFrame([(1, -2 ** 31, -1), (1, 5, 1)],
+    delta = spark_frame(spark, [(1, -2 ** 31, -1), (1, 5, 1)],
                                   "__g0 int, __a0 int, _weight bigint")
     (row,) = change_aggregate(form, delta, ["int"]).collect()
     assert (row["__s0"], row["__c0"], row["__n"]) == (2 ** 31 + 5, 0, 0)

@@ -27,6 +27,7 @@ from lakehouse.spark.arrow import to_arrow
 from sinks.frontier import FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
 from sinks.iceberg import IcebergSink
 from sinks.refresh_state import REFRESH_STATE_KEY, RefreshStates, SourceTable
+from tests.spark_frames import spark_frame
 
 pytestmark = pytest.mark.spark
 
@@ -44,9 +45,9 @@ def _arrow(spark: SparkSession, rows: Sequence[Row],
            weights: Sequence[int] | None = None) -> pa.Table:
     """Rows (plus ``_weight`` when given) made by Spark and collected as a refresh does."""
     if weights is None:
-        return to_arrow(spark.createDataFrame(list(rows), SCHEMA))
+        return to_arrow(spark_frame(spark, list(rows), SCHEMA))
     data = [(*row, w) for row, w in zip(rows, weights, strict=True)]
-    return to_arrow(spark.createDataFrame(data, f"{SCHEMA}, _weight bigint"))
+    return to_arrow(spark_frame(spark, data, f"{SCHEMA}, _weight bigint"))
 
 
 def _expected(before: Counter[Row], delta: Sequence[tuple[Row, int]],
@@ -98,7 +99,7 @@ def _load(spark: SparkSession, catalog: RestCatalog, identifier: str,
           rows: Sequence[Row]) -> IcebergSink:
     sink = _sink(spark, catalog, identifier)
     assert sink.frontier() is None
-    sink.ensure_table(spark.createDataFrame([], SCHEMA).schema)
+    sink.ensure_table(spark_frame(spark, [], SCHEMA).schema)
     sink.replace_arrow(_arrow(spark, rows), {"s": 1})
     return sink
 
@@ -255,7 +256,7 @@ def test_dataframe_deltas_take_the_arrow_path_up_to_arrow_max_rows(
     table = Counter(_row(k) for k in range(10))
     for max_rows, commits in ((3, 1), (2, 3)):  # Arrow: 1 commit; Spark: branch, MERGE, publish
         delta = [(_row(max_rows), -1), (_row(max_rows, "new"), 1), (_row(50 + max_rows), 1)]
-        frame = spark.createDataFrame([(*r, w) for r, w in delta], f"{SCHEMA}, _weight bigint")
+        frame = spark_frame(spark, [(*r, w) for r, w in delta], f"{SCHEMA}, _weight bigint")
         before = len(rest_catalog.load_table(identifier).metadata.metadata_log)
         sink = IcebergSink(spark, rest_catalog, "lakehouse", identifier, arrow_max_rows=max_rows)
         assert sink.frontier() is not None

@@ -22,6 +22,7 @@ from ivm import (
 )
 from lakehouse.spark.arrow import to_arrow
 from tests.conftest import arrow_reader, multiset, normal_row
+from tests.spark_frames import spark_frame
 
 pytestmark = pytest.mark.spark
 
@@ -116,14 +117,14 @@ batches = st.lists(
 
 
 def _frame(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame:
-    return spark.createDataFrame(rows, schema)
+    return spark_frame(spark, rows, schema)
 
 
 def _zset(spark: SparkSession, old: list[tuple], new: list[tuple], schema: str) -> DataFrame:
     change = Counter(new)
     change.subtract(Counter(old))
-    return spark.createDataFrame([(*r, w) for r, w in change.items() if w],
-                                 f"{schema}, _weight bigint")
+    return spark_frame(spark, [(*r, w) for r, w in change.items() if w],
+                       f"{schema}, _weight bigint")
 
 
 def _step(flights: list[tuple], airlines: list[tuple], batch: tuple) -> tuple[list, list]:

@@ -17,6 +17,7 @@ from sqlglot import exp, parse_one
 from ivm import SourceInput, compile_view, maintain, recompute, reload, to_arrow
 from ivm.local_engine import select
 from tests.conftest import multiset, normal_row
+from tests.spark_frames import arrow_frame, spark_frame
 
 TYPES = {"i": pa.int32(), "b": pa.int64(), "t": pa.int8(), "d": pa.decimal128(15, 2),
          "w": pa.decimal128(38, 10), "e": pa.decimal128(5, 0), "day": pa.date32(),
@@ -109,7 +110,7 @@ FALLBACKS = [
 @pytest.fixture(scope="module")
 def rows(spark: SparkSession) -> pa.Table:
     table = _rows(7)
-    spark.createDataFrame(table.to_pylist(), _spark_schema()).createOrReplaceTempView("rows")
+    arrow_frame(spark, table, _spark_schema()).createOrReplaceTempView("rows")
     return table
 
 
@@ -170,7 +171,7 @@ def test_duplicate_output_names_keep_every_column(spark: SparkSession, rows: pa.
 def test_a_join_on_doubles_falls_back(spark: SparkSession) -> None:
     """Spark matches NaN with NaN and -0.0 with 0.0 in join keys; DuckDB's hash join does not."""
     keys = pa.table({"x": pa.array([float("nan"), -0.0, 0.0, 1.5], pa.float64())})
-    spark.createDataFrame(keys.to_pylist(), "x double").createOrReplaceTempView("keys")
+    arrow_frame(spark, keys, "x double").createOrReplaceTempView("keys")
     sql = "SELECT a.x AS x FROM keys AS a JOIN keys AS b ON a.x = b.x"
     assert len(spark.sql(sql).collect()) == 6  # NaN-NaN, the four zero pairs, 1.5-1.5
     assert select(parse_one(sql, read="spark"), {"keys": keys}) is None
@@ -199,7 +200,7 @@ def joined(spark: SparkSession, rows: pa.Table) -> dict[str, pa.Table]:
                                                          "day": pa.date32()}))
     other = other.append_column("dk", other["k"].cast(pa.decimal128(19, 0)).cast(
         pa.decimal128(5, 0)))
-    spark.createDataFrame(other.to_pylist(), "k bigint, b bigint, day date, dk decimal(5,0)"
+    arrow_frame(spark, other, "k bigint, b bigint, day date, dk decimal(5,0)"
                           ).createOrReplaceTempView("other")
     spark.sql("SELECT * FROM rows").createOrReplaceTempView("rows2")
     return {"rows": rows, "other": other, "rows2": rows}
@@ -239,19 +240,19 @@ def test_a_small_change_to_a_one_table_aggregate_runs_no_spark_job(spark: SparkS
         deleted.append_column("_weight", pa.array([-1] * deleted.num_rows, pa.int64()))])
     schema = _spark_schema()
     source = schema.removesuffix(", _weight bigint")
-    frames = {name: spark.createDataFrame(rows.to_pylist(), source)
+    frames = {name: arrow_frame(spark, rows, source)
               for name, rows in (("old", old), ("new", new))}
     plan = compile_view("v", AGGREGATE, {"li": dict(
         part.split(" ", 1) for part in source.split(", "))})
     loaded = reload(plan, {"li": SourceInput(frames["old"])})
     assert loaded.state is not None and loaded.state.table is not None, "state on the driver"
     inputs = {"li": SourceInput(frames["new"], frames["old"],
-                                spark.createDataFrame(change.to_pylist(), schema), change)}
+                                arrow_frame(spark, change, schema), change)}
     spark.sparkContext.setJobGroup("arrow-eval-tick", "arrow-eval-tick")
     maintained = maintain(plan, inputs, loaded.state)
     delta = maintained.to_arrow()
     nothing = change.slice(0, 0)  # a change that consolidated to no row (a compaction)
-    empty = spark.createDataFrame([], schema)
+    empty = spark_frame(spark, [], schema)
     unchanged = maintain(plan, {"li": SourceInput(frames["new"], frames["new"], empty, nothing)},
                          maintained.state).to_arrow()
     assert spark.sparkContext.statusTracker().getJobIdsForGroup("arrow-eval-tick") == []

@@ -41,6 +41,7 @@ from ivm import (
 )
 from lakehouse.spark.arrow import to_arrow
 from tests.conftest import arrow_reader, multiset, normal_row
+from tests.spark_frames import spark_frame
 from tests.tpch.data import apply_batch, generate, plan_batches, read_tables
 from tests.tpch.queries import NUMBERS, load
 from tests.tpch.reference import duckdb_answers, same_rows
@@ -324,7 +325,7 @@ def _q16_batches(spark: SparkSession, base: Tables) -> Iterator[tuple[Tables, Ta
                                    .otherwise(F.col("p_size")))
     first = _changed(base, supplier=supplier, partsupp=partsupp, part=part)
     yield first
-    null_key = spark.createDataFrame(
+    null_key = spark_frame(spark,
         [(None, "Supplier#NULL", "address", 1, "phone", None, "Customer Complaints")],
         ", ".join(f"{c} {t}" for c, t in SCHEMAS["supplier"].items()))
     second = _changed(first[0], supplier=first[0]["supplier"].unionByName(null_key))

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm import WEIGHT
+from tests.spark_frames import spark_frame
 from tests.tpch.schema import SCHEMAS, TABLES
 
 SCALE_FACTOR = 0.01
@@ -112,7 +113,7 @@ def apply_batch(
         ``(new, delta)``: every table after the batch (cached), and for ``orders`` and
         ``lineitem`` the change as a Z-set (columns plus ``_weight`` bigint).
     """
-    mapping = spark.createDataFrame(
+    mapping = spark_frame(spark,
         list(batch.inserted), "src bigint, new_key bigint, new_cust bigint")
     deleted = list(batch.deleted)
     inserted = {
