@@ -532,6 +532,13 @@ class Config(_Strict):
             raise ConfigError("the warehouse is not a local folder", key="warehouse")
         return Path(self.warehouse.removeprefix("file://")).expanduser().resolve()
 
+    def delta_uri(self, view: ViewConfig) -> str:
+        """Where the Delta copy of ``view`` lives: ``<warehouse>/delta/<namespace>/<table>``."""
+        namespace, table = view.name.rsplit(".", 1)
+        if self.warehouse_is_local:
+            return str(self.warehouse_path / "delta" / namespace / table)
+        return f"{self.warehouse.rstrip('/')}/delta/{namespace}/{table}"
+
     @property
     def warehouse_uri(self) -> str:
         """The warehouse as a URI (``file:///...`` or ``s3://...``)."""
@@ -569,7 +576,40 @@ def parse_config(data: object, *, base_dir: Path | None = None) -> Config:
         key = ".".join(str(part) for part in loc)
         raise ConfigError(f"{first['msg']}{_shown_input(key, first.get('input'))}",
                           key=key) from None
-    return _resolved(config, base_dir) if base_dir is not None else config
+    config = _resolved(config, base_dir) if base_dir is not None else config
+    _refuse_view_tables_as_sources(config)
+    return config
+
+
+def _refuse_view_tables_as_sources(config: Config) -> None:
+    """Refuse an ``iceberg:`` or ``delta:`` source that is a view's own table.
+
+    Read so, the view would be a plain table to the pipeline: its readers would not be
+    refreshed after it (a ``view:`` source orders the ticks, :mod:`lakehouse.dag`), and the
+    view's maintenance would not keep the snapshots their frontiers name.
+
+    Raises:
+        ConfigError: Such a source (key ``sources.<name>.iceberg`` or ``.delta``).
+    """
+    tables = {view.name: view.name for view in config.views}
+    folders = {_location(config.delta_uri(view)): view.name for view in config.views}
+    for name, source in config.sources.items():
+        if isinstance(source, IcebergSource) and source.iceberg in tables:
+            key, view = f"sources.{name}.iceberg", tables[source.iceberg]
+        elif isinstance(source, DeltaSource) and _location(source.delta) in folders:
+            key, view = f"sources.{name}.delta", folders[_location(source.delta)]
+        else:
+            continue
+        raise ConfigError(f"this is view {view!r}'s own table; declare the source as "
+                          f"`view: {view}`, so that it refreshes before the views reading "
+                          "it and keeps the snapshots their frontiers need", key=key)
+
+
+def _location(path_or_uri: str) -> str:
+    """A table's location, comparable: a local path absolute, a URI without a final slash."""
+    if "://" not in path_or_uri or path_or_uri.startswith("file://"):
+        return str(Path(path_or_uri.removeprefix("file://")).expanduser().resolve())
+    return path_or_uri.rstrip("/")
 
 
 _SECRET_KEYS = re.compile(r"secret|password|token|key|credential", re.IGNORECASE)

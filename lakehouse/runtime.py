@@ -291,11 +291,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         return to_arrow(recompute(plan, inputs))
 
     def delta_uri(self, view: ViewConfig) -> str:
-        """Where the Delta copy of ``view`` lives: ``<warehouse>/delta/<namespace>/<table>``."""
-        namespace, table = view.name.rsplit(".", 1)
-        if self.config.warehouse_is_local:
-            return str(self.config.warehouse_path / "delta" / namespace / table)
-        return f"{self.config.warehouse.rstrip('/')}/delta/{namespace}/{table}"
+        """Where the Delta copy of ``view`` lives (:meth:`Config.delta_uri`)."""
+        return self.config.delta_uri(view)
 
     def refresh(self, view: ViewConfig, *, full: bool = False,
                 manual: bool = False) -> RefreshResult:

@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lakehouse.catalog_client import catalog_settings
 from lakehouse.config import load_config, parse_config
@@ -63,6 +64,28 @@ def test_the_history_table_is_not_a_view_and_may_be_turned_off() -> None:
         parse_config({"history_table": "v.a", "views": [{"name": "v.a", "sql": "select 1"}]})
     assert parse_config({}).history_table == "pipeline.refresh_history"
     assert parse_config({"history_table": None}).history_table is None
+
+
+@pytest.mark.parametrize(("source", "key"), [
+    ({"iceberg": "v.a"}, "sources.own.iceberg"),
+    ({"delta": "wh/delta/v/a/"}, "sources.own.delta"),
+    ({"delta": "file://{tmp}/wh/delta/v/a"}, "sources.own.delta"),
+])
+def test_a_view_table_read_as_a_plain_table_is_refused(tmp_path: Path, source: dict,
+                                                       key: str) -> None:
+    """It would not be refreshed first, and maintenance would not keep its readers' snapshots."""
+    path = tmp_path / "lakehouse.yaml"
+    source = {kind: where.format(tmp=tmp_path) for kind, where in source.items()}
+    path.write_text(yaml.safe_dump({"warehouse": "wh", "sources": {"own": source}, "views": [
+        {"name": "v.a", "sql": "select 1"}]}))
+    with pytest.raises(ConfigError, match="declare the source as `view: v.a`") as error:
+        load_config(path)
+    assert error.value.key == key
+    other = {"iceberg": "v.b"} if "iceberg" in source else {"delta": "wh/delta/v/b"}
+    path.write_text(yaml.safe_dump({"warehouse": "wh", "sources": {"own": other}, "views": [
+        {"name": "v.a", "sql": "select 1"}]}))
+    assert load_config(path).sources["own"] == parse_config({"sources": {"own": other}},
+                                                            base_dir=tmp_path).sources["own"]
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
