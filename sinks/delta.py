@@ -167,7 +167,7 @@ class DeltaSink:
         """The table's latest version, read from its log with delta-rs (no Spark job)."""
         try:
             return DeltaTable(self.uri, storage_options=self.storage_options,
-                              without_files=True).version()
+                              skip_stats=True).version()
         except TableNotFoundError:
             return None
 

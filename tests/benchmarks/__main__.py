@@ -4,7 +4,8 @@ The defaults (what ``make bench`` runs) take about 25 minutes on 2 cores (more u
 and the first time, which generates 1 GB of TPC-H Parquet): TPC-H SF 0.1 and 1 (batches of
 0.1%, 1% and 10%) and the fixed changes at SF 3 (about 15 minutes, SF 3 seven of
 them), the catalog load test (4 minutes), 50 freshness commits, and the crossover of
-incremental and full refreshes (batches of 5% to 60% at SF 0.1, 3 minutes), and the soak
+incremental and full refreshes (batches of 5% to 60% at SF 0.1, 3 minutes), the CLI
+refresh from a fresh process (the demo, then 5 small changes, about 5 minutes), and the soak
 (issue 19: ten views, two slow, a source committing every second, ``--soak-s`` 600 once the
 views are built, about 15 minutes in all). ``--parts tpch,freshness`` leaves the other
 results as they are; ``--parts soak --soak-s 90`` is a short trial of the soak.
@@ -35,7 +36,7 @@ from pathlib import Path
 from tests.benchmarks import common
 from tests.benchmarks.common import load_average, machine, save_part
 
-PARTS = ("tpch", "catalog", "freshness", "crossover", "soak")
+PARTS = ("tpch", "catalog", "freshness", "cli", "crossover", "soak")
 
 
 def _floats(text: str) -> list[float]:
@@ -85,6 +86,8 @@ def main() -> None:
     parser.add_argument("--batch-repeats", type=int, default=3,
                         help="batches of the smallest size, per kind (the median is reported)")
     parser.add_argument("--commits", type=int, default=50, help="freshness: source commits")
+    parser.add_argument("--cli-repeats", type=int, default=5,
+                        help="cli: small changes, each followed by a refresh of every demo view")
     parser.add_argument("--soak-s", type=float, default=600.0,
                         help="soak: seconds of soak once every view is built (the first "
                              "--soak-warmup-s of them not measured)")
@@ -190,6 +193,10 @@ def _run(part: str, args: argparse.Namespace) -> dict:
         from tests.benchmarks import freshness
 
         return freshness.run(args.commits)
+    if part == "cli":
+        from tests.benchmarks import cli_refresh
+
+        return cli_refresh.run(args.cli_repeats)
     if part == "crossover":
         from tests.benchmarks import crossover
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 from tests.benchmarks.common import median_sample, worst_check
 from tests.benchmarks.findings import findings
 from tests.benchmarks.profile import breakdown, categorize
+from tests.benchmarks.targets import cli_medians, targets
 from tests.benchmarks.verify import compare
 
 
@@ -90,3 +91,22 @@ def test_worst_check_reports_a_mismatch_of_any_repeat() -> None:
     bad = {"full": {"mismatched": 0}, "duckdb": {"mismatched": 3}}
     assert worst_check([good, bad, good]) is bad
     assert worst_check([good, good]) is good
+
+
+def test_cli_targets_hold_only_local_refreshes_to_the_goals() -> None:
+    def sample(view: str, wall_s: float, tick_s: float, engine: str) -> dict:
+        return {"view": view, "wall_s": wall_s, "tick_s": tick_s, "mode": "incremental",
+                "engine": engine}
+
+    cli = {"floor_s": 0.1, "goals": {"wall_s": 3.0, "floor_ratio": 2.0}, "samples": {
+        "served": [sample("v.a", 2.0, 0.15, "local"), sample("v.a", 9.0, 0.15, "local"),
+                   sample("v.a", 2.5, 0.25, "local"), sample("v.b", 20.0, 5.0, "spark")],
+        "embedded": [sample("v.a", 3.5, 0.3, "local")]}}
+    medians = dict(((mode, r["view"]), r) for mode, r in cli_medians(cli))
+    assert medians["served", "v.a"]["wall_s"] == 2.5 and medians["served", "v.a"]["wall_max_s"] == 9
+    rows = {row[0]: row for row in targets({"cli": cli})}
+    assert not any("v.b" in name for name in rows)  # a Spark refresh is not held to them
+    assert rows["CLI refresh wall, v.a (served catalog)"][3] == "**met**"
+    assert rows["CLI tick / floor, v.a (served catalog)"][2] == "1.50×"
+    assert rows["CLI refresh wall, v.a (embedded catalog)"][3] == "**missed** (0.50 s over)"
+    assert rows["CLI tick / floor, v.a (embedded catalog)"][3] == "**missed** (1.5× over)"
