@@ -14,9 +14,7 @@ is shared by the session's threads: one lock serializes the ``MERGE`` commits of
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Literal
 
@@ -30,7 +28,6 @@ from sinks.errors import SinkError
 from sinks.merge_source import OP, keyed_merge_source, multiset_merge_source
 from sinks.spark_errors import spark_error_summary
 
-_MERGE_CONF_LOCK = threading.Lock()
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
@@ -106,14 +103,13 @@ def _merge(spark: SparkSession, uri: str, source: DataFrame, key: Sequence[str] 
     conf = {_TXN_APP_ID: commit.app_id, _TXN_VERSION: str(commit.version),
             _USER_METADATA: commit.user_metadata, _MATERIALIZE_SOURCE: "none"}
     try:
-        target = DeltaTable.forPath(spark, uri)
-        with _session_conf(spark, conf):
-            require_version()
-            (target.alias("t").merge(source.alias("s"), condition)
-             .whenMatchedDelete()
-             .whenNotMatchedInsert(condition=f"s.{OP} = 'insert'",
-                                   values={_quoted(c): f"s.{_quoted(c)}" for c in columns})
-             .execute())
+        target = DeltaTable.forPath(_commit_session(spark, conf), uri)
+        require_version()
+        (target.alias("t").merge(source.alias("s"), condition)
+         .whenMatchedDelete()
+         .whenNotMatchedInsert(condition=f"s.{OP} = 'insert'",
+                               values={_quoted(c): f"s.{_quoted(c)}" for c in columns})
+         .execute())
     except SinkError:
         raise
     except Exception as error:
@@ -133,21 +129,18 @@ def _require_version(latest_version: Callable[[], int | None], uri: str,
                         f"this refresh read {base_version})", table=uri)
 
 
-@contextmanager
-def _session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
-    """Set SQL configuration for one commit, restoring the earlier values (under one lock)."""
-    with _MERGE_CONF_LOCK:
-        earlier = {name: spark.conf.get(name, None) for name in conf}
-        for name, value in conf.items():
-            spark.conf.set(name, value)
-        try:
-            yield
-        finally:
-            for name, before in earlier.items():
-                if before is None:
-                    spark.conf.unset(name)
-                else:
-                    spark.conf.set(name, before)
+def _commit_session(spark: SparkSession, conf: Mapping[str, str]) -> SparkSession:
+    """A session of ``spark``'s context whose SQL configuration adds ``conf``.
+
+    Delta reads a commit's transaction (``txnAppId``, ``txnVersion``) and user metadata
+    from the SQL configuration of the session that commits. A session of its own per
+    commit (sharing the context, its executors and cached data) keeps those of ticks of
+    other views, committing at once on other threads, out of this commit.
+    """
+    session = spark.newSession()
+    for name, value in conf.items():
+        session.conf.set(name, value)
+    return session
 
 
 def _quoted(name: str) -> str:

@@ -8,6 +8,7 @@ table created with the change data feed on.
 from __future__ import annotations
 
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -118,3 +119,33 @@ def test_a_spark_merge_on_a_moved_table_is_refused(spark: SparkSession, tmp_path
     with pytest.raises(SinkError, match="another commit landed first"):
         stale.apply(_frame(spark, [(1, 1, -1), (1, 3, 1)]), ["k"], {"s": 2})
     assert _readers(spark, uri)["delta-rs"] == Counter({(1, 2): 1})
+
+
+def test_merges_on_threads_at_once_each_carry_their_own_transaction(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Ticks of several views MERGE at once: each commit carries its own view's frontier
+    and transaction, never another thread's (each MERGE commits from a session of its own)."""
+    views = [f"v{i}" for i in range(3)]
+    sinks = {}
+    for view in views:
+        uri = str(tmp_path / view)
+        DeltaSink(uri, app_id=f"lakehouse:{view}", spark=spark).replace(
+            spark_frame(spark, [(1, 10)], "k long, n long"), {view: 0})
+        sinks[view] = uri
+
+    def merge(view: str) -> None:
+        for version in range(1, 4):
+            sink = DeltaSink(sinks[view], app_id=f"lakehouse:{view}", spark=spark)
+            sink.frontier()
+            delta = _frame(spark, [(1, 9 + version, -1), (1, 10 + version, 1)]
+                           ).localCheckpoint()
+            sink.apply(delta, ["k"], {view: version})
+
+    with ThreadPoolExecutor(len(views)) as pool:
+        list(pool.map(merge, views))
+    for view, uri in sinks.items():
+        table = DeltaTable(uri)
+        assert [commit_frontier(c) for c in table.history()] == [
+            {view: v} for v in (3, 2, 1, 0)], view
+        assert table.transaction_version(f"lakehouse:{view}") == 4
+        assert table.to_pyarrow_table().to_pylist() == [{"k": 1, "n": 13}]
