@@ -3,8 +3,9 @@
 Rows are read by Spark's executors: a snapshot by time travel (``versionAsOf``), the change
 feed from Delta's change data feed (``readChangeFeed``; Delta protocol, "Change Data Files")
 or, for versions without it, from the difference of the versions' data files
-(:mod:`lakehouse.sources.delta_files`). The driver reads only the log (versions, schemas,
-table properties, add actions, row counts), with delta-rs.
+(:mod:`lakehouse.sources.delta_files`). The driver reads the log (versions, schemas,
+table properties, add actions, row counts) with delta-rs, and with it the rows of a small
+table that a join view's small change matches (``arrow_rows``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import re
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -24,6 +27,7 @@ from ivm import WEIGHT, KeyValues, consolidate, with_weight
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.base import ChangeFeed, projected
 from lakehouse.sources.delta_files import file_change
+from lakehouse.sources.iceberg_keys import key_mask
 from lakehouse.sources.row_counts import delta_row_count
 from sinks.spark_errors import spark_error_summary
 
@@ -178,8 +182,28 @@ class DeltaSourceReader:
 
     def arrow_rows(self, version: int, columns: Sequence[str],
                    keys: Mapping[str, KeyValues], max_rows: int) -> pa.Table | None:
-        """None: a Delta source's rows are read by Spark (a join view's partners too)."""
-        return None
+        """The rows at ``version`` whose ``keys`` lie in their bounds, read by delta-rs.
+
+        A join view's partner for a small change, read on the driver: ``columns`` of the
+        rows matching every key (:func:`lakehouse.sources.iceberg_keys.key_mask`), in the
+        table's column names. None (Spark reads it) when the table has more than
+        ``max_rows`` rows, or uses a reader feature read here differently from Spark:
+        deletion vectors or column mapping (physical column names).
+
+        Raises:
+            SourceError: The table or ``version`` cannot be opened.
+        """
+        table = self._table(version)
+        if _driver_unreadable(table) or delta_row_count(table) > max_rows:
+            return None
+        names = {field.name.lower(): field.name for field in table.schema().fields}
+        wanted = [names[column.lower()] for column in columns]
+        matched = {names[column.lower()]: values for column, values in keys.items()}
+        rows = table.to_pyarrow_table(columns=list(dict.fromkeys([*wanted, *matched])))
+        mask = pa.array(np.ones(rows.num_rows, np.bool_))
+        for column, values in matched.items():
+            mask = pc.and_(mask, key_mask(rows.column(column), values))
+        return rows.filter(mask).select(wanted)
 
     def row_count(self, version: int) -> int:
         """Rows at ``version``, from the add actions' statistics (no data file is read).
@@ -191,6 +215,14 @@ class DeltaSourceReader:
             SourceError: The table or ``version`` cannot be opened.
         """
         return delta_row_count(self._table(version))
+
+
+def _driver_unreadable(table: DeltaTable) -> bool:
+    """Whether the table uses deletion vectors or column mapping (see ``arrow_rows``)."""
+    protocol = table.protocol()
+    features = set(protocol.reader_features or ())
+    mapped = table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
+    return bool(features & {"deletionVectors", "columnMapping"}) or mapped
 
 
 def _column(name: str) -> Column:

@@ -220,6 +220,31 @@ def test_the_engine_setting_chooses_where_ticks_run(
     assert "only aggregates by the invertible aggregate law" in str(refused.value)
 
 
+def test_a_join_with_a_small_delta_table_runs_on_the_local_engine(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    """The Delta partner of a small change is read by delta-rs, restricted to its keys."""
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    data["views"] = [{"name": f"{namespace}.named", "full_refresh_ratio": 10, "sql": (
+        "SELECT a.name, COUNT(*) AS n, SUM(f.flight) AS flights "
+        "FROM flights f JOIN airlines a ON f.carrier = a.carrier GROUP BY a.name")}]
+    first = Runtime(parse_config(data))
+    assert first.refresh(first.config.views[0]).mode == "full"
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 21, 3.0), "
+              "('KL', 22, 1.0)")
+    second = Runtime(parse_config(data))  # a new process: the state is read from the warehouse
+    view = second.config.views[0]
+    result = second.refresh(view)
+    assert (result.mode, result.engine) == ("incremental", "local"), result.engine_reason
+    assert not second.session.started  # no JVM for this tick
+    expected = _expected(second, view)
+    assert _iceberg_rows(rest_catalog, view.name) == expected
+    assert _delta_rows(second, view) == expected
+    assert expected[("United", 2, 24)] == 1
+
+
 def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
     spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
     sources: tuple[str, Path],
