@@ -11,13 +11,16 @@ table that a join view's small change matches (``arrow_rows``).
 from __future__ import annotations
 
 import logging
+import operator
 import re
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import reduce
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pds
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -199,7 +202,11 @@ class DeltaSourceReader:
         names = {field.name.lower(): field.name for field in table.schema().fields}
         wanted = [names[column.lower()] for column in columns]
         matched = {names[column.lower()]: values for column, values in keys.items()}
-        rows = table.to_pyarrow_table(columns=list(dict.fromkeys([*wanted, *matched])))
+        dataset, read = table.to_pyarrow_dataset(), list(dict.fromkeys([*wanted, *matched]))
+        try:
+            rows = dataset.to_table(columns=read, filter=_bounds(matched))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            rows = dataset.to_table(columns=read)  # a bound that does not compare: no pruning
         mask = pa.array(np.ones(rows.num_rows, np.bool_))
         for column, values in matched.items():
             mask = pc.and_(mask, key_mask(rows.column(column), values))
@@ -215,6 +222,24 @@ class DeltaSourceReader:
             SourceError: The table or ``version`` cannot be opened.
         """
         return delta_row_count(self._table(version))
+
+
+def _bounds(keys: Mapping[str, KeyValues]) -> pds.Expression | None:
+    """The keys' bounds as a dataset filter: Parquet row groups outside them are skipped.
+
+    A bound that does not convert to an Arrow scalar is left out (the filter only prunes;
+    :func:`key_mask` then keeps the matching rows exactly).
+    """
+    conditions = []
+    for column, values in keys.items():
+        if values.low is None or values.high is None:
+            continue  # nothing matches: key_mask keeps no row
+        try:
+            low, high = pa.scalar(values.low), pa.scalar(values.high)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            continue
+        conditions.append((pds.field(column) >= low) & (pds.field(column) <= high))
+    return reduce(operator.and_, conditions) if conditions else None
 
 
 def _driver_unreadable(table: DeltaTable) -> bool:
