@@ -202,7 +202,11 @@ class DeltaSourceReader:
         names = {field.name.lower(): field.name for field in table.schema().fields}
         wanted = [names[column.lower()] for column in columns]
         matched = {names[column.lower()]: values for column, values in keys.items()}
-        dataset, read = table.to_pyarrow_dataset(), list(dict.fromkeys([*wanted, *matched]))
+        try:
+            dataset = table.to_pyarrow_dataset()
+        except DeltaError:  # a reader feature delta-rs cannot read: Spark reads the table
+            return None
+        read = list(dict.fromkeys([*wanted, *matched]))
         try:
             rows = dataset.to_table(columns=read, filter=_bounds(matched))
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
