@@ -591,8 +591,9 @@ def _refuse_view_tables_as_sources(config: Config) -> None:
     Raises:
         ConfigError: Such a source (key ``sources.<name>.iceberg`` or ``.delta``).
     """
-    tables = {view.name: view.name for view in config.views}
-    folders = {_location(config.delta_uri(view)): view.name for view in config.views}
+    readable = [view for view in config.views if "iceberg" in view.sinks]  # what view: reads
+    tables = {view.name: view.name for view in readable}
+    folders = {_location(config.delta_uri(view)): view.name for view in readable}
     for name, source in config.sources.items():
         if isinstance(source, IcebergSource) and source.iceberg in tables:
             key, view = f"sources.{name}.iceberg", tables[source.iceberg]

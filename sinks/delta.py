@@ -166,8 +166,7 @@ class DeltaSink:
     def _latest_version(self) -> int | None:
         """The table's latest version, read from its log with delta-rs (no Spark job)."""
         try:
-            return DeltaTable(self.uri, storage_options=self.storage_options,
-                              skip_stats=True).version()
+            return DeltaTable(self.uri, storage_options=self.storage_options).version()
         except TableNotFoundError:
             return None
 
