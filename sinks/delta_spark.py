@@ -9,11 +9,13 @@ properties in ``userMetadata`` and the application transaction (``txnAppId``,
 Writes take the transaction as ``DataFrameWriter`` options; ``MERGE`` takes it from the
 session's SQL configuration (``spark.databricks.delta.write.txnAppId`` and ``.txnVersion``,
 ``spark.databricks.delta.commitInfo.userMetadata``, and ``merge.materializeSource``), which
-is shared by the session's threads: one lock serializes the ``MERGE`` commits of this process.
+each thread sets on a session of its own (:func:`_commit_session`), so that ``MERGE`` commits
+of several views run at once.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Literal
@@ -129,15 +131,23 @@ def _require_version(latest_version: Callable[[], int | None], uri: str,
                         f"this refresh read {base_version})", table=uri)
 
 
+_THREAD_SESSIONS = threading.local()
+
+
 def _commit_session(spark: SparkSession, conf: Mapping[str, str]) -> SparkSession:
-    """A session of ``spark``'s context whose SQL configuration adds ``conf``.
+    """This thread's session of ``spark``'s context, its SQL configuration set to ``conf``.
 
     Delta reads a commit's transaction (``txnAppId``, ``txnVersion``) and user metadata
-    from the SQL configuration of the session that commits. A session of its own per
-    commit (sharing the context, its executors and cached data) keeps those of ticks of
-    other views, committing at once on other threads, out of this commit.
+    from the SQL configuration of the session that commits. A session per thread (sharing
+    the context, its executors and cached data; made once, as each session registers
+    listeners for its life) keeps those of ticks of other views, committing at once on
+    other threads, out of this commit.
     """
-    session = spark.newSession()
+    sessions = _THREAD_SESSIONS.__dict__.setdefault("by_context", {})
+    key = id(spark.sparkContext)
+    if key not in sessions:
+        sessions[key] = spark.newSession()
+    session: SparkSession = sessions[key]
     for name, value in conf.items():
         session.conf.set(name, value)
     return session

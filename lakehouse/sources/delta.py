@@ -197,20 +197,15 @@ class DeltaSourceReader:
             SourceError: The table or ``version`` cannot be opened.
         """
         table = self._table(version)
-        if _driver_unreadable(table) or delta_row_count(table) > max_rows:
-            return None
         names = {field.name.lower(): field.name for field in table.schema().fields}
         wanted = [names[column.lower()] for column in columns]
         matched = {names[column.lower()]: values for column, values in keys.items()}
         try:
-            dataset = table.to_pyarrow_dataset()
-        except DeltaError:  # a reader feature delta-rs cannot read: Spark reads the table
+            if _driver_unreadable(table) or delta_row_count(table) > max_rows:
+                return None
+            rows = _read(table.to_pyarrow_dataset(), [*wanted, *matched], matched)
+        except (pa.ArrowException, DeltaError, OSError):  # read here unlike Spark, or not at all
             return None
-        read = list(dict.fromkeys([*wanted, *matched]))
-        try:
-            rows = dataset.to_table(columns=read, filter=_bounds(matched))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            rows = dataset.to_table(columns=read)  # a bound that does not compare: no pruning
         mask = pa.array(np.ones(rows.num_rows, np.bool_))
         for column, values in matched.items():
             mask = pc.and_(mask, key_mask(rows.column(column), values))
@@ -226,6 +221,16 @@ class DeltaSourceReader:
             SourceError: The table or ``version`` cannot be opened.
         """
         return delta_row_count(self._table(version))
+
+
+def _read(dataset: pds.Dataset, columns: Sequence[str],
+          keys: Mapping[str, KeyValues]) -> pa.Table:
+    """``columns`` (once each) of the row groups the keys' bounds may match."""
+    read = list(dict.fromkeys(columns))
+    try:
+        return dataset.to_table(columns=read, filter=_bounds(keys))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return dataset.to_table(columns=read)  # a bound that does not compare: no pruning
 
 
 def _bounds(keys: Mapping[str, KeyValues]) -> pds.Expression | None:
