@@ -22,6 +22,7 @@ from lakehouse.config import Config, parse_config
 from lakehouse.routes import PREFIX, views_router
 from sinks.frontier import FRONTIER_KEY
 from tests.conftest_catalog import SecureCatalogHandle, fetch_token, secure_settings
+from tests.sse import change_events
 
 VIEW = "v.t"
 
@@ -62,23 +63,6 @@ def _commit(table: Table, ids: list[int], frontier: dict[str, int]) -> int:
     return snapshot.snapshot_id
 
 
-def _events(lines: Iterator[str], count: int) -> list[dict[str, str]]:
-    """The next ``count`` change events of a stream's lines (``event``, ``id``, ``data``)."""
-    events: list[dict[str, str]] = []
-    event: dict[str, str] = {}
-    for line in lines:
-        if not line:
-            if event.get("event") == "change":
-                events.append(event)
-                if len(events) == count:
-                    return events
-            event = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(":")
-            event[name] = value.strip()
-    return events
-
-
 def test_changes_stream_each_snapshot_once_and_resume_after_the_last_event_id(
     served: SecureCatalogHandle,
 ) -> None:
@@ -90,16 +74,16 @@ def test_changes_stream_each_snapshot_once_and_resume_after_the_last_event_id(
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = response.iter_lines()
-        initial = _events(lines, 1)
+        initial = change_events(lines, 1)
         second = _commit(view, [3], {"src": 0})
-        (change,) = _events(lines, 1)
+        (change,) = change_events(lines, 1)
     assert [int(initial[0]["id"]), int(change["id"])] == [first, second]
     assert sorted(json.loads(initial[0]["data"])["rows"], key=str) == [
         {"id": 1, "_weight": 1}, {"id": 2, "_weight": 1}]
     assert json.loads(change["data"])["rows"] == [{"id": 3, "_weight": 1}]
     with httpx.stream("GET", url, timeout=30,
                       headers=headers | {"Last-Event-ID": str(first)}) as resumed:
-        (again,) = _events(resumed.iter_lines(), 1)
+        (again,) = change_events(resumed.iter_lines(), 1)
     assert int(again["id"]) == second  # the one after the last event seen
 
 
