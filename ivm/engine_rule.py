@@ -2,7 +2,9 @@
 
 Two engines compute a view's delta: Spark, which runs every plan, and the local engine
 (DuckDB in process, :mod:`ivm.local_engine`), which runs a tick with no Spark job when the
-plan allows it (:func:`local_refusal`) and the tick's sizes do (:data:`LOCAL_LIMITS`).
+plan allows it (:func:`local_refusal`: a block of filters, projections and inner joins, or
+an aggregate by the invertible law over one, each expression in :mod:`ivm.spark_types`'s
+subset) and the tick's sizes do (:data:`LOCAL_LIMITS`).
 ``lakehouse explain`` and ``docs/sql-coverage.md`` show this rule's verdict.
 """
 
@@ -10,14 +12,17 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sqlglot import exp
+
 from ivm import driver_output
 from ivm.aggregate_form import aggregate_form
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, block_refusal
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.laws import Law
 from ivm.plan import ViewPlan
+from ivm.shape import key_expressions, outer_join
 
-__all__ = ["LOCAL_LIMITS", "Engine", "local_refusal"]
+__all__ = ["LOCAL_LIMITS", "Engine", "local_refusal", "plain_block"]
 
 Engine = Literal["local", "spark"]
 """The engine a tick ran on."""
@@ -27,6 +32,21 @@ LOCAL_LIMITS = (
     f"at most {DRIVER_DELTA_MAX_ROWS:,} rows, each join partner read in at most "
     f"{DRIVER_READ_MAX_ROWS:,} rows (the default)")
 """The sizes within which a tick the plan allows runs on the local engine."""
+
+
+def plain_block(plan: ViewPlan) -> exp.Select | None:
+    """The view's query when it is one block of filters, projections and inner joins.
+
+    Its delta is the union of its delta terms (the :data:`Law.LINEAR` and
+    :data:`Law.BILINEAR_JOIN` laws), with no state: no grouping, DISTINCT, window or
+    outer join. None for any other view.
+    """
+    query = plan.query
+    if plan.root.operator != "project" or not isinstance(query, exp.Select):
+        return None
+    if key_expressions(query) is not None or outer_join(query) is not None:
+        return None
+    return query
 
 
 def local_refusal(plan: ViewPlan) -> str | None:
@@ -41,10 +61,14 @@ def local_refusal(plan: ViewPlan) -> str | None:
     """
     if not plan.incremental:
         return "a full recompute runs on Spark"
+    block = plain_block(plan)
+    if block is not None:
+        return block_refusal(block)
     form = aggregate_form(plan.query) if plan.root.law == Law.INVERTIBLE_AGGREGATE else None
     if form is None:
-        return (f"only aggregates by the {Law.INVERTIBLE_AGGREGATE} law run locally yet "
-                f"(this view's top node: {plan.root.law})")
+        return (f"only filters, projections, inner joins and aggregates by the "
+                f"{Law.INVERTIBLE_AGGREGATE} law run locally yet "
+                f"(this view's top node: {plan.root.operator}, {plan.root.law})")
     if driver_output.plain_outputs(form) is None:
         return "an output computed from aggregates, or HAVING: the aggregate state stays on Spark"
     return block_refusal(form.rows())

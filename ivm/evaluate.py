@@ -15,10 +15,11 @@ import pyarrow as pa
 from cachetools import LRUCache
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 from sqlglot import exp
 
-from ivm import driver_output, driver_state
+from ivm import arrow_diff, driver_output, driver_state
 from ivm.aggregate_form import (
     ARG_PREFIX,
     GROUP_PREFIX,
@@ -32,7 +33,7 @@ from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
 from ivm.change_keys import arrow_keys, spark_keys
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
-from ivm.engine_rule import Engine, local_refusal
+from ivm.engine_rule import Engine, local_refusal, plain_block
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
@@ -122,7 +123,7 @@ class Maintained:
         state: The aggregate state at the new frontier, for a view maintained by the
             invertible-aggregate law (None for other views).
         arrow: The rows on the driver, or None when they are in ``frame``.
-        schema: The Spark schema of ``arrow``'s rows.
+        schema: The Spark schema of ``arrow``'s rows (None: the one of their Arrow types).
         engine: ``local`` when the tick ran no Spark job (the local engine computed the
             block's delta, the driver-held state gave the view's rows), else ``spark``.
         engine_reason: Why that engine: the sizes for ``local``, what the local engine
@@ -145,9 +146,10 @@ class Maintained:
         """
         if self.frame is not None:
             return self.frame
-        assert self.arrow is not None and self.schema is not None
+        assert self.arrow is not None
         spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-        return spark.createDataFrame(self.arrow.to_pylist(), self.schema)
+        schema = self.schema or from_arrow_schema(self.arrow.schema)
+        return spark.createDataFrame(self.arrow.to_pylist(), schema)
 
     def to_arrow(self) -> pa.Table:
         """The rows as an Arrow table (collected from Spark unless computed on the driver)."""
@@ -205,9 +207,12 @@ def maintain(
             empty = with_weight(scope.run(at_role(plan.query, "new", scope.relation)).limit(0))
             return Maintained(empty, _unchanged(state), engine_reason="no source changed")
         form = _invertible(plan)
-        if form is not None:
-            state = state or _build(scope, form, "old", driver_state_max_rows)
-        if form is None or state is None:
+        if form is None:
+            block = _block_on_driver(scope, plan)
+            return block if isinstance(block, Maintained) else Maintained(
+                consolidate(_delta(scope, plan.query)), engine_reason=block)
+        state = state or _build(scope, form, "old", driver_state_max_rows)
+        if state is None:
             return Maintained(consolidate(_delta(scope, plan.query)),
                               engine_reason=_spark_reason(plan, state))
         if state.table is not None:
@@ -219,6 +224,38 @@ def maintain(
                  for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
         return Maintained(consolidate(sides[0].union(sides[1])), advanced.state,
                           engine_reason=_spark_reason(plan, state))
+
+
+def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
+    """The delta of a view of filters, projections and inner joins, on the local engine.
+
+    Its delta terms run on DuckDB over the change feeds' Arrow tables and the partners
+    read on the driver (:func:`ivm.driver_delta.block_delta`), then are consolidated.
+
+    Returns:
+        The view's delta in Arrow: its columns (as the local engine types them, Spark's
+        types; NULL-typed when no term joined anything) plus ``_weight``; or why Spark
+        computes it: the plan (:func:`ivm.engine_rule.local_refusal`), a change feed not
+        in Arrow or larger than ``DRIVER_DELTA_MAX_ROWS``, or what the block's terms
+        could not run locally.
+    """
+    query = plain_block(plan)
+    if query is None:
+        return local_refusal(plan) or "not a block of filters, projections and inner joins"
+    changed = [scope.arrows.get(source) for source in scope.changed]
+    if any(change is None for change in changed):
+        return "a change feed not in Arrow"
+    change_rows = sum(change.num_rows for change in changed if change is not None)
+    if change_rows > DRIVER_DELTA_MAX_ROWS:
+        return f"a change of {change_rows:,} rows (local: {DRIVER_DELTA_MAX_ROWS:,} at most)"
+    rows = block_delta(query, scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
+    if isinstance(rows, str):
+        return rows
+    names = [*plan.columns, WEIGHT]
+    delta = (pa.table({name: pa.array([], pa.int64() if name == WEIGHT else pa.null())
+                       for name in names}) if rows is EMPTY else rows.rename_columns(names))
+    return Maintained(arrow=arrow_diff.consolidate(delta), engine="local",
+                      engine_reason=f"a change of {change_rows:,} rows")
 
 
 def _unchanged(state: AggregateState | None) -> AggregateState | None:

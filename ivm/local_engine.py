@@ -67,7 +67,25 @@ def refusal(query: exp.Select) -> str | None:
         for node in expression.walk():
             if not isinstance(node, (exp.Alias, *NODE_TYPES)):
                 return f"{type(node).__name__} is not taken by the local engine"
+            if isinstance(node, exp.Cast) and not _date_literal(node):
+                return f"{node.sql('spark')}: a cast other than DATE '...'"
+            if isinstance(node, exp.Interval) and not _date_literal(node.parent, node):
+                return f"{node.sql('spark')}: an interval added to other than a date literal"
     return None
+
+
+def _date_literal(node: exp.Expr | None, interval: exp.Interval | None = None) -> bool:
+    """Whether ``node`` is ``DATE '...'``, or a date literal shifted by ``interval``.
+
+    The guard's rules for casts and intervals (:mod:`ivm.spark_types`), checked on the
+    SQL alone: other casts and interval arithmetic would fall back at every tick.
+    """
+    if interval is not None:
+        if not isinstance(node, (exp.Add, exp.Sub)) or node.expression is not interval:
+            return False
+        node = node.this
+    return (isinstance(node, exp.Cast) and node.to.is_type(exp.DataType.Type.DATE)
+            and isinstance(node.this, exp.Literal) and node.this.is_string)
 
 
 def select(query: exp.Select, tables: Mapping[str, pa.Table]) -> pa.Table | None:

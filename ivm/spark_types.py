@@ -27,7 +27,9 @@ The subset:
   (both engines compare UTF-8 bytes), two booleans, two dates, two doubles of one table
   (NaN equals NaN and sorts last, -0.0 equals 0.0 in both; an equality of doubles of two
   tables is refused: DuckDB's hash join matches neither NaN with NaN nor -0.0 with 0.0, where
-  Spark normalizes join keys), or a date and an ISO date string (``PromoteStrings``);
+  Spark normalizes join keys), a double and an integer or a decimal literal of at most 15
+  digits (both become doubles, ``ImplicitTypeCasts``), or a date and an ISO date string
+  (``PromoteStrings``);
   ``BETWEEN``, ``IN`` over literals, ``IS [NOT] NULL``, ``AND``, ``OR`` and ``NOT``
   (three-valued logic in both).
 
@@ -58,6 +60,9 @@ INTERVAL_LIMITS = {"DAY": 36_600, "MONTH": 1_200, "YEAR": 100}
 """Largest interval amount taken, by unit: with dates of years 200-9800, a shift stays
 inside years 1-9999, where both engines' calendars agree."""
 YEARS = (200, 9800)
+EXACT_DOUBLE_DIGITS = 15
+"""Most digits of a decimal literal compared with a double: it and its power of ten are
+then exact doubles, so every conversion rounds once, to the same nearest double."""
 
 _INT_PRECISION = {pa.int8(): 3, pa.int16(): 5, pa.int32(): 10, pa.int64(): 20}
 """The decimal precision of an integer in decimal arithmetic (Spark's ``forType``)."""
@@ -309,11 +314,34 @@ def _comparable(a: Typed, b: Typed) -> tuple[Typed, Typed]:
                     "an integer compared with a decimal literal outside bigint")
             _wider_decimal([_decimal_type(a), _decimal_type(b)])
         return a, b
+    if pa.types.is_float64(a.type) != pa.types.is_float64(b.type):
+        return _as_double(a), _as_double(b)
     a, b = _dated(a, b), _dated(b, a)
     same_kind = (_is_string, pa.types.is_boolean, pa.types.is_date32, pa.types.is_float64)
     require(any(test(a.type) and test(b.type) for test in same_kind),
             f"comparison of {a.type} with {b.type}")
     return a, b
+
+
+def _as_double(value: Typed) -> Typed:
+    """A number compared with a double, as a double (Spark's ``ImplicitTypeCasts``).
+
+    Both engines convert an integer to the nearest double. A decimal literal of at most
+    :data:`EXACT_DOUBLE_DIGITS` digits has one nearest double, which both find (Spark
+    divides its unscaled value by a power of ten, both exact doubles; DuckDB parses the
+    text); a longer one, or a decimal column, is refused.
+    """
+    if pa.types.is_float64(value.type):
+        return value
+    double = exp.DataType(this=exp.DataType.Type.DOUBLE)
+    if _is_integer(value):
+        return Typed(exp.Cast(this=value.sql, to=double), pa.float64())
+    text = value.decimal_literal
+    require(text is not None and pa.types.is_decimal(value.type)
+            and value.type.precision <= EXACT_DOUBLE_DIGITS,
+            f"comparison of {value.type} with double")
+    assert text is not None
+    return Typed(exp.Cast(this=exp.Literal.string(text), to=double), pa.float64())
 
 
 def _wider_decimal(types: Sequence[tuple[int, int]]) -> tuple[int, int]:

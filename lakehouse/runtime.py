@@ -187,7 +187,8 @@ class Runtime(AbstractContextManager["Runtime"]):
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
             return DeltaSourceReader(self.spark, name, source.delta,
-                                     storage_options=delta_options(self.config, source.delta))
+                                     storage_options=delta_options(self.config, source.delta),
+                                     bridge=self.bridge)
         if isinstance(source, ViewSource):
             identifier, ref = source.view, "main"
         else:

@@ -19,6 +19,7 @@ from typing import Protocol
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 from ivm import KeyValues
 
@@ -164,3 +165,23 @@ class TickReads:
         """``reader.arrow_rows`` at the version of ``role`` (``new`` or ``old``)."""
         return self.reader.arrow_rows(self.new if role == "new" else self.old, columns, keys,
                                       max_rows)
+
+
+def aligned(frame: DataFrame, columns: StructType) -> list[str]:
+    """SQL selecting ``columns`` from ``frame`` by name, cast to their types.
+
+    A column ``frame`` lacks is null; one whose type already matches is not cast.
+
+    One ``selectExpr`` of strings instead of a Column per field: a few py4j calls
+    rather than several per column.
+    """
+    present = {f.name: f.dataType for f in frame.schema.fields}
+    expressions = []
+    for field in columns.fields:
+        name = "`" + field.name.replace("`", "``") + "`"
+        if present.get(field.name) == field.dataType:
+            expressions.append(name)
+        else:
+            value = name if field.name in present else "NULL"
+            expressions.append(f"CAST({value} AS {field.dataType.simpleString()}) AS {name}")
+    return expressions

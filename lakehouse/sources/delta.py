@@ -5,7 +5,8 @@ feed from Delta's change data feed (``readChangeFeed``; Delta protocol, "Change 
 or, for versions without it, from the difference of the versions' data files
 (:mod:`lakehouse.sources.delta_files`). The driver reads the log (versions, schemas,
 table properties, add actions, row counts) with delta-rs, and with it the rows of a small
-table that a join view's small change matches (``arrow_rows``).
+table that a join view's small change matches (``arrow_rows``) and, for a tick the local
+engine may run, the change data feed itself (``load_cdf``).
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from ivm import WEIGHT, KeyValues, consolidate, with_weight
+from ivm.arrow_diff import consolidate as arrow_consolidate
 from lakehouse.errors import SnapshotExpiredError, SourceError
-from lakehouse.sources.base import ChangeFeed, projected
+from lakehouse.sources.arrow_bridge import ArrowBridge
+from lakehouse.sources.base import ChangeFeed, aligned, projected
 from lakehouse.sources.delta_files import file_change
 from lakehouse.sources.iceberg_keys import key_mask
 from lakehouse.sources.row_counts import delta_row_count
@@ -51,14 +55,18 @@ class DeltaSourceReader:
         name: The source's name in the config.
         uri: Path or URI of the Delta table.
         storage_options: delta-rs storage options (S3 endpoint, credentials) for the log.
+        bridge: When given, a change may be read in Arrow on the driver (delta-rs) and
+            handed to Spark through it only if a Spark query reads it.
     """
 
     def __init__(self, spark: SparkSession, name: str, uri: str,
-                 storage_options: dict[str, str] | None = None):
+                 storage_options: dict[str, str] | None = None, *,
+                 bridge: ArrowBridge | None = None):
         self.spark = spark
         self.name = name
         self.uri = uri
         self.storage_options = storage_options
+        self.bridge = bridge
 
     def _table(self, version: int | None = None) -> DeltaTable:
         try:
@@ -108,11 +116,15 @@ class DeltaSourceReader:
             new: The version the change ends at.
             columns: Keep only these columns (those a view uses); None or a name the
                 table lacks: every column.
-            in_arrow: Ignored: a Delta change is always computed by Spark.
+            in_arrow: Whether the change may be read in Arrow on the driver; False
+                (engine ``spark``) has the executors read it.
 
         Returns:
-            The table's columns (or ``columns``) plus ``_weight`` (long), computed by Spark
-            and materialized on the executors (``localCheckpoint``).
+            The table's columns (or ``columns``) plus ``_weight`` (long). Read from the
+            change data feed by delta-rs in Arrow (``ChangeFeed.arrow``) when
+            ``in_arrow``, the reader has a bridge and the table is read alike by both
+            (:func:`_driver_unreadable`); else computed by Spark and materialized on the
+            executors (``localCheckpoint``).
 
         Raises:
             SnapshotExpiredError: Files or log entries the change needs were vacuumed or
@@ -127,6 +139,10 @@ class DeltaSourceReader:
             rows = with_weight(rows)
             return ChangeFeed.of(consolidate(rows)) if old is None else ChangeFeed.empty(rows)
         if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
+            arrow = (self._arrow_cdf(old, new, columns)
+                     if in_arrow and self.bridge is not None else None)
+            if arrow is not None:
+                return self._arrow_feed(new, arrow)
             try:
                 return self._feed(old, self._cdf(old, new), columns)
             except SnapshotExpiredError:
@@ -147,6 +163,43 @@ class DeltaSourceReader:
         names = projected([n for n in changes.columns if n != WEIGHT], columns)
         rows = consolidate(changes.select(*[_column(n) for n in names], WEIGHT))
         return ChangeFeed.of(self._materialized(old, rows), checkpointed=True)
+
+    def _arrow_cdf(self, old: int, new: int, columns: Collection[str] | None
+                   ) -> pa.Table | None:
+        """The change data feed of versions ``old + 1`` to ``new``, read by delta-rs.
+
+        Returns:
+            A consolidated Z-set in Arrow: the columns (strings as ``large_string``)
+            plus ``_weight`` (int64); None (Spark reads it) when the table uses a reader
+            feature read here unlike Spark, or delta-rs cannot read the feed (a schema
+            changed in the range, change files vacuumed: Spark's read names the cause).
+        """
+        table = self._at(new)
+        if _driver_unreadable(table):
+            return None
+        names = projected([field.name for field in table.schema().fields], columns)
+        try:
+            feed = table.load_cdf(starting_version=old + 1, ending_version=new,
+                                  columns=[*names, "_change_type"])
+            changes = pa.RecordBatchReader.from_stream(feed).read_all()
+        except (DeltaError, pa.ArrowException, OSError):
+            return None
+        kinds = changes.column("_change_type").cast(pa.string())
+        weights = pc.if_else(pc.is_in(kinds, pa.array(_REMOVED_CHANGES)), -1, 1)
+        rows = _without_views(changes.select(names))
+        return arrow_consolidate(rows.append_column(WEIGHT, weights.cast(pa.int64())))
+
+    def _arrow_feed(self, new: int, rows: pa.Table) -> ChangeFeed:
+        """A change read in Arrow; it reaches Spark through the bridge if Spark reads it."""
+        bridge = self.bridge
+        assert bridge is not None
+
+        def spark_rows() -> DataFrame:  # typed as Spark reads version ``new``
+            frame = bridge.to_spark(rows)
+            kept = set(rows.column_names)
+            fields = StructType([f for f in self._read(new).schema.fields if f.name in kept])
+            return frame.selectExpr(*aligned(frame, fields), WEIGHT)
+        return ChangeFeed(spark_rows, rows)
 
     def _at(self, version: int) -> DeltaTable:
         """The table at ``version``; SnapshotExpiredError when its log is gone."""
@@ -257,6 +310,18 @@ def _driver_unreadable(table: DeltaTable) -> bool:
     features = set(protocol.reader_features or ())
     mapped = table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
     return bool(features & {"deletionVectors", "columnMapping"}) or mapped
+
+
+def _without_views(rows: pa.Table) -> pa.Table:
+    """``rows`` with delta-rs's ``string_view``/``binary_view`` columns as large types.
+
+    The local engine and the sinks read Arrow's plain string and binary types.
+    """
+    views = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+    if not any(field.type in views for field in rows.schema):
+        return rows
+    return rows.cast(pa.schema([field.with_type(views.get(field.type, field.type))
+                                for field in rows.schema]))
 
 
 def _column(name: str) -> Column:

@@ -34,7 +34,7 @@ from ivm import WEIGHT, KeyValues, consolidate, with_weight
 from ivm.arrow_diff import consolidate as arrow_consolidate
 from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
-from lakehouse.sources.base import ChangeFeed, projected
+from lakehouse.sources.base import ChangeFeed, aligned, projected
 from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_feed import arrow_change_feed, scan_tasks
 from lakehouse.sources.iceberg_files import ChangedFiles, changed_files
@@ -265,7 +265,7 @@ class IcebergSourceReader:
 
             def spark_rows() -> DataFrame:  # resolves the snapshot only if Spark reads it
                 frame = bridge.to_spark(rows)
-                return frame.selectExpr(*_aligned(frame, self._spark_columns(new, names)),
+                return frame.selectExpr(*aligned(frame, self._spark_columns(new, names)),
                                         WEIGHT)
             return ChangeFeed(spark_rows, rows)
         return self._spark_feed(old, new, changed, at_new.select(*names),
@@ -353,7 +353,7 @@ class IcebergSourceReader:
         at_new = self.snapshot(new)
         spark_columns = self._spark_columns(new, projected(at_new.schema.names, columns))
         return ChangeFeed.of(consolidate(with_weight(
-            at_new.selectExpr(*_aligned(at_new, spark_columns)))))
+            at_new.selectExpr(*aligned(at_new, spark_columns)))))
 
     def _empty(self, version: int, names: Sequence[str]) -> ChangeFeed:
         """No change: the columns ``names`` of snapshot ``version``, no row.
@@ -395,8 +395,8 @@ class IcebergSourceReader:
 
 def _difference(at_new: DataFrame, at_old: DataFrame, columns: StructType) -> DataFrame:
     """``at_new`` (+1) minus ``at_old`` (-1), both as ``columns``, consolidated."""
-    added = with_weight(at_new.selectExpr(*_aligned(at_new, columns)), 1)
-    removed = with_weight(at_old.selectExpr(*_aligned(at_old, columns)), -1)
+    added = with_weight(at_new.selectExpr(*aligned(at_new, columns)), 1)
+    removed = with_weight(at_old.selectExpr(*aligned(at_old, columns)), -1)
     return consolidate(added.unionByName(removed))
 
 
@@ -416,23 +416,3 @@ def _has_equality_deletes(table: Table, version: int) -> bool:
     summary = snapshot.summary if snapshot is not None else None
     # Summary.__getitem__ answers None for a missing key (so .get ignores its default).
     return summary is None or (summary["total-equality-deletes"] or "0") != "0"
-
-
-def _aligned(frame: DataFrame, columns: StructType) -> list[str]:
-    """SQL selecting ``columns`` from ``frame`` by name, cast to their types.
-
-    A column ``frame`` lacks is null; one whose type already matches is not cast.
-
-    One ``selectExpr`` of strings instead of a Column per field: a few py4j calls
-    rather than several per column.
-    """
-    present = {f.name: f.dataType for f in frame.schema.fields}
-    expressions = []
-    for field in columns.fields:
-        name = "`" + field.name.replace("`", "``") + "`"
-        if present.get(field.name) == field.dataType:
-            expressions.append(name)
-        else:
-            value = name if field.name in present else "NULL"
-            expressions.append(f"CAST({value} AS {field.dataType.simpleString()}) AS {name}")
-    return expressions

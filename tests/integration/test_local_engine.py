@@ -21,7 +21,7 @@ from tests.spark_frames import arrow_frame, spark_frame
 
 TYPES = {"i": pa.int32(), "b": pa.int64(), "t": pa.int8(), "d": pa.decimal128(15, 2),
          "w": pa.decimal128(38, 10), "e": pa.decimal128(5, 0), "day": pa.date32(),
-         "s": pa.large_string(), "f": pa.bool_()}
+         "s": pa.large_string(), "f": pa.bool_(), "g": pa.float64()}
 
 
 def _rows(seed: int, count: int = 300) -> pa.Table:
@@ -42,6 +42,9 @@ def _rows(seed: int, count: int = 300) -> pa.Table:
         "s": [maybe(rng.choice(["A", "B", "R", "N", "O", "F", "é", "AB", ""]))
               for _ in range(count)],
         "f": [maybe(rng.random() < 0.5) for _ in range(count)],
+        "g": [maybe(rng.choice([float("nan"), -0.0, 0.0, float("inf"), -float("inf"), 60.0,
+                                60.5, -60.0, 2.0**53 + 1, rng.uniform(-100, 100)]))
+              for _ in range(count)],
         "_weight": [rng.choice([-1, 1, 2]) for _ in range(count)],
     }
     return pa.table(columns, schema=pa.schema({**TYPES, "_weight": pa.int64()}))
@@ -65,6 +68,10 @@ FILTERS = [
     "t.d < t.w OR t.e >= t.i OR t.t <> 3",
     "t.f IS NULL OR NOT t.f",
     "t.e >= 10 AND t.d <> t.e",
+    # a double against integers and short decimal literals: both become doubles
+    "t.g > 60 OR t.g <= t.i OR t.g = t.b",
+    "t.g BETWEEN -1 AND 60.5 OR t.g IN (0, 2, 61.25) OR -60 = t.g",
+    "t.g <> 0 AND t.g < 9007199254740993 AND t.g >= 0.1",
 ]
 
 REVIEWED = [
@@ -104,6 +111,9 @@ FALLBACKS = [
     "SELECT t.i AS x FROM rows AS t LEFT JOIN rows AS u ON t.i = u.i",
     "SELECT t.i AS x FROM rows AS t CROSS JOIN rows AS u",  # no equality: a cross product
     "SELECT t.i AS x FROM rows AS t JOIN rows AS u ON t.s = u.i",  # string = int: Spark casts
+    "SELECT t.i AS x FROM rows AS t WHERE t.g > t.d",  # a decimal column as a double
+    "SELECT t.i AS x FROM rows AS t WHERE t.g > 0.1234567890123456",  # 16 digits
+    "SELECT t.i AS x FROM rows AS t JOIN rows AS u ON t.g = u.i",  # a join on a double
 ]
 
 
@@ -117,7 +127,7 @@ def rows(spark: SparkSession) -> pa.Table:
 def _spark_schema() -> str:
     spark_types = {"i": "int", "b": "bigint", "t": "tinyint", "d": "decimal(15,2)",
                    "w": "decimal(38,10)", "e": "decimal(5,0)", "day": "date", "s": "string",
-                   "f": "boolean", "_weight": "bigint"}
+                   "f": "boolean", "g": "double", "_weight": "bigint"}
     return ", ".join(f"{name} {spark_type}" for name, spark_type in spark_types.items())
 
 

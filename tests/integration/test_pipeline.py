@@ -217,7 +217,8 @@ def test_the_engine_setting_chooses_where_ticks_run(
     with pytest.raises(ConfigError) as refused:
         refusing.refresh(refusing.config.views[0])
     assert refused.value.key == "views.0.engine"
-    assert "only aggregates by the invertible aggregate law" in str(refused.value)
+    assert "only filters, projections, inner joins and aggregates by the invertible" in str(
+        refused.value)
 
 
 def test_a_join_with_a_small_delta_table_runs_on_the_local_engine(
@@ -243,6 +244,51 @@ def test_a_join_with_a_small_delta_table_runs_on_the_local_engine(
     assert _iceberg_rows(rest_catalog, view.name) == expected
     assert _delta_rows(second, view) == expected
     assert expected[("United", 2, 24)] == 1
+
+
+def test_filter_and_join_views_run_on_the_local_engine_in_a_new_process(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    """Views of filters, projections and inner joins tick on DuckDB: no JVM, no state.
+
+    Inserts, a delete and an update (a copy-on-write rewrite: +1 and -1 rows) of the
+    Iceberg source, and an update of the Delta partner, each equal a recompute in both
+    sinks; rows keep their multiplicity.
+    """
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    data["views"] = [
+        {"name": f"{namespace}.late", "full_refresh_ratio": 10,
+         "sql": "SELECT carrier, dep_delay FROM flights WHERE dep_delay > 2"},
+        {"name": f"{namespace}.named", "full_refresh_ratio": 10, "sql": (
+            "SELECT a.name, f.flight, f.dep_delay FROM flights f "
+            "JOIN airlines a ON f.carrier = a.carrier WHERE f.flight >= 2")}]
+    first = Runtime(parse_config(data))
+    for view in first.config.views:
+        assert first.refresh(view).mode == "full"
+    flights = f"lakehouse.{namespace}.flights"
+    changes = [  # each change, and how many of the views read what it changed
+        (lambda: spark.sql(f"INSERT INTO {flights} VALUES ('UA', 7, 45.0), ('UA', 7, 45.0), "
+                           "('AA', 8, 0.5)"), 2),
+        (lambda: spark.sql(f"DELETE FROM {flights} WHERE flight = 2"), 2),
+        (lambda: spark.sql(f"UPDATE {flights} SET dep_delay = 3.0 WHERE flight = 8"), 2),
+        (lambda: DeltaTable(str(airlines)).update({"name": "'United Airlines'"},
+                                                  predicate="carrier = 'UA'"), 1),
+    ]
+    for change, reading in changes:
+        change()
+        runtime = Runtime(parse_config(data))  # a new process for every tick
+        results = [runtime.refresh(view) for view in runtime.config.views]
+        assert [(r.mode, r.engine) for r in results if r.mode != "skipped"] == [
+            ("incremental", "local")] * reading, [r.engine_reason for r in results]
+        assert not runtime.session.started  # no JVM for these ticks
+        for view in runtime.config.views:
+            expected = _expected(runtime, view)
+            assert _iceberg_rows(rest_catalog, view.name) == expected, view.name
+            assert _delta_rows(runtime, view) == expected, view.name
+    assert _iceberg_rows(rest_catalog, f"{namespace}.named")[
+        ("United Airlines", 7, 45.0)] == 2
 
 
 def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(

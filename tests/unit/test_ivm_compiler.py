@@ -24,7 +24,24 @@ def test_group_by_join_infers_key_and_laws() -> None:
     assert plan.root.children[0].children[0].law is Law.BILINEAR_JOIN
     text = explain(plan)
     assert "bilinear join rule" in text and "key: carrier, name, month" in text
-    assert "engine: spark (only aggregates by the invertible aggregate law run locally" in text
+    assert "engine: spark (only filters, projections, inner joins and aggregates by the " \
+        "invertible aggregate law run locally" in text
+
+
+@pytest.mark.parametrize(("sql", "engine"), [
+    ("SELECT carrier, dep_delay FROM flights WHERE dep_delay > 60", "local (DuckDB)"),
+    ("SELECT f.origin, a.name FROM flights f JOIN airlines a ON f.carrier = a.carrier "
+     "WHERE f.month BETWEEN 1 AND 3", "local (DuckDB)"),
+    ("SELECT carrier, CAST(month AS string) AS m FROM flights",
+     "spark (CAST(flights.month AS STRING): a cast other than DATE"),
+    ("SELECT f.origin FROM flights f LEFT JOIN airlines a ON f.carrier = a.carrier",
+     "spark (only filters, projections, inner joins and aggregates"),
+    ("SELECT DISTINCT carrier FROM flights",
+     "spark (only filters, projections, inner joins and aggregates"),
+])
+def test_explain_says_which_blocks_the_local_engine_takes(sql: str, engine: str) -> None:
+    """Filters, projections and inner joins in the guard's subset run locally; not others."""
+    assert f"engine: {engine}" in explain(compile_view("v", sql, SCHEMAS))
 
 
 def test_projection_has_no_key_and_star_expands() -> None:
