@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import unquote, urlsplit
 
 import yaml
 from croniter import croniter
@@ -607,10 +608,20 @@ def _refuse_view_tables_as_sources(config: Config) -> None:
 
 
 def _location(path_or_uri: str) -> str:
-    """A table's location, comparable: a local path absolute, a URI without a final slash."""
-    if "://" not in path_or_uri or path_or_uri.startswith("file://"):
-        return str(Path(path_or_uri.removeprefix("file://")).expanduser().resolve())
-    return path_or_uri.rstrip("/")
+    """A table's location, comparable across its spellings.
+
+    A local path or ``file:`` URI (``file:/x``, ``file:///x``, ``file://localhost/x``)
+    becomes an absolute path; another URI keeps its bucket and path without a final
+    slash, its scheme in lower case, Hadoop's ``s3a``/``s3n`` read as ``s3``.
+    """
+    parsed = urlsplit(path_or_uri)
+    scheme = parsed.scheme.lower()
+    if not scheme:
+        return str(Path(path_or_uri).expanduser().resolve())
+    if scheme == "file":
+        return str(Path(unquote(parsed.path)).resolve())
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme, scheme)
+    return f"{scheme}://{parsed.netloc}{parsed.path}".rstrip("/")
 
 
 _SECRET_KEYS = re.compile(r"secret|password|token|key|credential", re.IGNORECASE)
@@ -646,7 +657,7 @@ def load_config(path: Path) -> Config:
 
 def _resolved(config: Config, base_dir: Path) -> Config:
     def local(path: str) -> str:
-        if "://" in path:
+        if urlsplit(path).scheme:  # a URI (file:/x too), not a relative path
             return path
         return str((base_dir / Path(path).expanduser()).resolve())
 

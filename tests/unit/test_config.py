@@ -70,6 +70,8 @@ def test_the_history_table_is_not_a_view_and_may_be_turned_off() -> None:
     ({"iceberg": "v.a"}, "sources.own.iceberg"),
     ({"delta": "wh/delta/v/a/"}, "sources.own.delta"),
     ({"delta": "file://{tmp}/wh/delta/v/a"}, "sources.own.delta"),
+    ({"delta": "file:{tmp}/wh/delta/v/./a"}, "sources.own.delta"),
+    ({"delta": "FILE://localhost{tmp}/wh/delta/v/a/"}, "sources.own.delta"),
 ])
 def test_a_view_table_read_as_a_plain_table_is_refused(tmp_path: Path, source: dict,
                                                        key: str) -> None:
@@ -86,6 +88,18 @@ def test_a_view_table_read_as_a_plain_table_is_refused(tmp_path: Path, source: d
         {"name": "v.a", "sql": "select 1"}]}))
     assert load_config(path).sources["own"] == parse_config({"sources": {"own": other}},
                                                             base_dir=tmp_path).sources["own"]
+
+
+def test_a_view_table_on_s3_is_refused_in_any_spelling() -> None:
+    """Hadoop's ``s3a://`` names the same object as ``s3://``; a final slash changes nothing."""
+    views = [{"name": "v.a", "sql": "select 1"}]
+    for spelling in ("s3a://bucket/wh/delta/v/a/", "S3://bucket/wh/delta/v/a"):
+        with pytest.raises(ConfigError, match="view: v.a") as error:
+            parse_config({"warehouse": "s3://bucket/wh", "views": views,
+                          "sources": {"own": {"delta": spelling}}})
+        assert error.value.key == "sources.own.delta"
+    parse_config({"warehouse": "s3://bucket/wh", "views": views,
+                  "sources": {"own": {"delta": "s3a://other/wh/delta/v/a"}}})
 
 
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
