@@ -177,6 +177,7 @@ def maintain(
     plan: ViewPlan, inputs: Mapping[str, SourceInput], state: AggregateState | None = None,
     driver_state_max_rows: int = DRIVER_STATE_MAX_ROWS,
     driver_read_max_rows: int = DRIVER_READ_MAX_ROWS,
+    local: bool = True,
 ) -> Maintained:
     """Compute the view's delta, reading and advancing its aggregate state.
 
@@ -192,6 +193,8 @@ def maintain(
             next tick builds it again).
         driver_read_max_rows: Most rows a join partner read on the driver may scan in
             one table (:func:`ivm.driver_delta.block_delta`); a larger read runs on Spark.
+        local: Whether the local engine may compute the delta; False (engine ``spark``)
+            runs it on Spark even where a change feed came in Arrow.
 
     Returns:
         The delta (a consolidated Z-set) and the state at the new frontier.
@@ -208,7 +211,7 @@ def maintain(
             return Maintained(empty, _unchanged(state), engine_reason="no source changed")
         form = _invertible(plan)
         if form is None:
-            block = _block_on_driver(scope, plan)
+            block = _block_on_driver(scope, plan) if local else "engine: spark"
             return block if isinstance(block, Maintained) else Maintained(
                 consolidate(_delta(scope, plan.query)), engine_reason=block)
         state = state or _build(scope, form, "old", driver_state_max_rows)

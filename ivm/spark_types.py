@@ -307,6 +307,7 @@ def _comparable(a: Typed, b: Typed) -> tuple[Typed, Typed]:
     an integer against a decimal literal outside bigint is refused (Spark folds the
     comparison to a constant). A string literal compared with a date becomes a date.
     """
+    a, b = _opaque(a), _opaque(b)
     if _is_numeric(a) and _is_numeric(b):
         if not (_is_integer(a) and _is_integer(b)):
             require(not (_beyond_bigint(a) and _is_integer(b))
@@ -321,6 +322,22 @@ def _comparable(a: Typed, b: Typed) -> tuple[Typed, Typed]:
     require(any(test(a.type) and test(b.type) for test in same_kind),
             f"comparison of {a.type} with {b.type}")
     return a, b
+
+
+def _opaque(value: Typed) -> Typed:
+    """A double column as an expression DuckDB keeps out of the Arrow scan's filters.
+
+    DuckDB pushes ``column <op> constant`` (and what it derives from ``NOT``/``BETWEEN``)
+    into the scan of a registered Arrow table, where Arrow's compute evaluates it under
+    IEEE rules: NaN > 5 is false there, true in Spark and in DuckDB's own comparisons
+    (NaN is greater than every number). ``column + 0.0`` compares as the column does
+    (-0.0 becomes 0.0, which equals it) and is not pushed: the expression rewriter that
+    would fold it is off (:data:`ivm.local_engine.NO_REWRITES`).
+    """
+    if not (pa.types.is_floating(value.type) and isinstance(value.sql, exp.Column)):
+        return value
+    zero = exp.Cast(this=exp.Literal.number(0), to=exp.DataType(this=exp.DataType.Type.DOUBLE))
+    return Typed(exp.Paren(this=exp.Add(this=value.sql, expression=zero)), value.type)
 
 
 def _as_double(value: Typed) -> Typed:
@@ -371,10 +388,17 @@ def _is_string(data_type: pa.DataType) -> bool:
 
 
 def _between(node: exp.Expr, columns: Columns) -> Typed:
+    """``x BETWEEN low AND high`` as Spark runs it: ``x >= low AND x <= high``.
+
+    Each comparison is coerced by itself (a bigint against a double bound and an integer
+    bound: a double comparison, then an exact one).
+    """
     value = typed(node.this, columns)
-    low, _ = _comparable(typed(node.args["low"], columns), value)
-    high, _ = _comparable(typed(node.args["high"], columns), value)
-    return Typed(exp.Between(this=value.sql, low=low.sql, high=high.sql), pa.bool_())
+    low, above = _comparable(typed(node.args["low"], columns), value)
+    high, below = _comparable(typed(node.args["high"], columns), value)
+    both = exp.and_(exp.GTE(this=above.sql, expression=low.sql),
+                    exp.LTE(this=below.sql.copy(), expression=high.sql))
+    return Typed(exp.Paren(this=both), pa.bool_())
 
 
 def _in(node: exp.Expr, columns: Columns) -> Typed:
@@ -388,7 +412,8 @@ def _in(node: exp.Expr, columns: Columns) -> Typed:
         # one wider type for all (InConversion), integer literals at their type's precision
         _wider_decimal([_decimal_type(Typed(v.sql, v.type)) for v in numbers])
     compared = [_comparable(item, value)[0] for item in items]
-    return Typed(exp.In(this=value.sql, expressions=[c.sql for c in compared]), pa.bool_())
+    return Typed(exp.In(this=_opaque(value).sql, expressions=[c.sql for c in compared]),
+                 pa.bool_())
 
 
 def _is_literal(value: Typed) -> bool:

@@ -212,7 +212,8 @@ def _refresh_group(
             kept = states.get(view.name, plan.sql, group.old, limits.on_driver)
             maintained = maintain(plan, inputs, kept,
                                   driver_state_max_rows=limits.driver_state_max_rows,
-                                  driver_read_max_rows=limits.driver_read_max_rows)
+                                  driver_read_max_rows=limits.driver_read_max_rows,
+                                  local=limits.on_driver)
             result.rows_out += _apply(sinks, group, maintained, plan, result.sinks,
                                       maintained.engine)
             previous = group.old  # the state's change was added to the state there

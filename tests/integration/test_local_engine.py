@@ -187,6 +187,32 @@ def test_a_join_on_doubles_falls_back(spark: SparkSession) -> None:
     assert select(parse_one(sql, read="spark"), {"keys": keys}) is None
 
 
+DOUBLE_FILTERS = [
+    "x.g > 5", "x.g >= 5", "5 < x.g", "NOT (x.g <= 5)", "x.g > 5 AND x.n = 1",
+    "NOT (x.g BETWEEN 1 AND 10)", "NOT (x.g IN (0, 61))", "x.g < 0.5 OR x.g > 60",
+    "x.b BETWEEN x.g AND 9007199254740992", "x.b BETWEEN 0 AND x.g",
+]
+"""A double against constants alone: DuckDB would hand such filters to the Arrow scan,
+where NaN is not greater than 5 (it is in Spark); BETWEEN coerces each bound by itself."""
+
+
+def test_doubles_against_constants_order_nan_and_coerce_between_as_spark(
+    spark: SparkSession,
+) -> None:
+    nan, inf = float("nan"), float("inf")
+    table = pa.table({
+        "g": pa.array([nan, -0.0, 0.0, inf, -inf, 61.0, 5.0, None, 0.0], pa.float64()),
+        "b": pa.array([1, 2, 3, 2**53 + 1, 5, 6, 2**53 + 1, 8, 2**53 + 1], pa.int64()),
+        "n": pa.array([1, 1, 1, 1, 1, 1, 1, 1, 1], pa.int32())})
+    arrow_frame(spark, table, "g double, b bigint, n int").createOrReplaceTempView("x")
+    for where in DOUBLE_FILTERS:
+        sql = f"SELECT x.b AS b FROM x AS x WHERE {where}"
+        mine = select(parse_one(sql, read="spark"), {"x": table})
+        assert mine is not None, sql
+        assert sorted(mine.column("b").to_pylist()) == sorted(
+            row["b"] for row in spark.sql(sql).collect()), sql
+
+
 JOINS = [
     # NULL keys never match; int = bigint and decimal = int compare by value
     "SELECT t.i AS i, u.b AS b, t._weight AS w FROM rows AS t CROSS JOIN other AS u "
