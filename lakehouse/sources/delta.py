@@ -5,8 +5,9 @@ feed from Delta's change data feed (``readChangeFeed``; Delta protocol, "Change 
 or, for versions without it, from the difference of the versions' data files
 (:mod:`lakehouse.sources.delta_files`). The driver reads the log (versions, schemas,
 table properties, add actions, row counts) with delta-rs, and with it the rows of a small
-table that a join view's small change matches (``arrow_rows``) and, for a tick the local
-engine may run, the change data feed itself (``load_cdf``).
+table that a join view's small change matches (``arrow_rows``) and, unless the view's
+engine is ``spark``, the change data feed itself (``load_cdf``), which the local engine
+reads and Spark reads through the bridge.
 """
 
 from __future__ import annotations
