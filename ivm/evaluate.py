@@ -123,7 +123,8 @@ class Maintained:
         state: The aggregate state at the new frontier, for a view maintained by the
             invertible-aggregate law (None for other views).
         arrow: The rows on the driver, or None when they are in ``frame``.
-        schema: The Spark schema of ``arrow``'s rows (None: the one of their Arrow types).
+        schema: The Spark schema of ``arrow``'s rows (None: the one of their Arrow types,
+            a timestamp without a time zone as ``timestamp_ntz``).
         engine: ``local`` when the tick ran no Spark job (the local engine computed the
             block's delta, the driver-held state gave the view's rows), else ``spark``.
         engine_reason: Why that engine: the sizes for ``local``, what the local engine
@@ -148,7 +149,7 @@ class Maintained:
             return self.frame
         assert self.arrow is not None
         spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-        schema = self.schema or from_arrow_schema(self.arrow.schema)
+        schema = self.schema or from_arrow_schema(self.arrow.schema, prefer_timestamp_ntz=True)
         return spark.createDataFrame(self.arrow.to_pylist(), schema)
 
     def to_arrow(self) -> pa.Table:
