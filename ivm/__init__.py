@@ -9,7 +9,7 @@ the view's aggregate state, which the caller passes to the next :func:`maintain`
 from ivm.aggregate_state import AggregateState
 from ivm.compiler import compile_view, referenced_sources
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, ArrowRead
-from ivm.driver_state import DRIVER_STATE_MAX_ROWS
+from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.engine_rule import LOCAL_LIMITS, Engine, local_refusal
 from ivm.errors import IvmError, NotIncrementalError, SqlParseError
 from ivm.evaluate import Maintained, SourceInput, maintain, recompute, reload, view_delta
@@ -23,6 +23,7 @@ from ivm.zset import WEIGHT, consolidate, expand, with_weight
 
 __all__ = [
     "DRIVER_READ_MAX_ROWS",
+    "DRIVER_DELTA_MAX_ROWS",
     "DRIVER_STATE_MAX_ROWS",
     "LOCAL_LIMITS",
     "WEIGHT",

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ivm import WEIGHT, KeyValues, consolidate, with_weight
+from ivm import DRIVER_DELTA_MAX_ROWS, WEIGHT, KeyValues, consolidate, with_weight
 from ivm.arrow_diff import consolidate as arrow_consolidate
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
@@ -58,16 +58,20 @@ class DeltaSourceReader:
         storage_options: delta-rs storage options (S3 endpoint, credentials) for the log.
         bridge: When given, a change may be read in Arrow on the driver (delta-rs) and
             handed to Spark through it only if a Spark query reads it.
+        arrow_max_rows: Most rows of a change data feed read on the driver; a larger
+            change is left to Spark, so the driver holds at most this many.
     """
 
     def __init__(self, spark: SparkSession, name: str, uri: str,
                  storage_options: dict[str, str] | None = None, *,
-                 bridge: ArrowBridge | None = None):
+                 bridge: ArrowBridge | None = None,
+                 arrow_max_rows: int = DRIVER_DELTA_MAX_ROWS):
         self.spark = spark
         self.name = name
         self.uri = uri
         self.storage_options = storage_options
         self.bridge = bridge
+        self.arrow_max_rows = arrow_max_rows
 
     def _table(self, version: int | None = None) -> DeltaTable:
         try:
@@ -172,19 +176,26 @@ class DeltaSourceReader:
         Returns:
             A consolidated Z-set in Arrow: the columns (strings as ``large_string``)
             plus ``_weight`` (int64); None (Spark reads it) when the table uses a reader
-            feature read here unlike Spark, or delta-rs cannot read the feed (a schema
-            changed in the range, change files vacuumed: Spark's read names the cause).
+            feature read here unlike Spark, the feed has more than :attr:`arrow_max_rows`
+            rows, or delta-rs cannot read it (a schema changed in the range, change files
+            vacuumed: Spark's read names the cause).
         """
         table = self._at(new)
         if _driver_unreadable(table):
             return None
         names = projected([field.name for field in table.schema().fields], columns)
         try:
-            feed = table.load_cdf(starting_version=old + 1, ending_version=new,
-                                  columns=[*names, "_change_type"])
-            changes = pa.RecordBatchReader.from_stream(feed).read_all()
+            feed = pa.RecordBatchReader.from_stream(table.load_cdf(
+                starting_version=old + 1, ending_version=new, columns=[*names, "_change_type"]))
+            batches, rows_read = [], 0
+            for batch in feed:  # stops at the bound: the driver holds no more than it
+                rows_read += batch.num_rows
+                if rows_read > self.arrow_max_rows:
+                    return None
+                batches.append(batch)
         except (DeltaError, pa.ArrowException, OSError):
             return None
+        changes = pa.Table.from_batches(batches, feed.schema)
         kinds = changes.column("_change_type").cast(pa.string())
         weights = pc.if_else(pc.is_in(kinds, pa.array(_REMOVED_CHANGES)), -1, 1)
         rows = _without_views(changes.select(names))
