@@ -334,7 +334,7 @@ def _opaque(value: Typed) -> Typed:
     (-0.0 becomes 0.0, which equals it) and is not pushed: the expression rewriter that
     would fold it is off (:data:`ivm.local_engine.NO_REWRITES`).
     """
-    if not (pa.types.is_floating(value.type) and isinstance(value.sql, exp.Column)):
+    if not (pa.types.is_float64(value.type) and isinstance(value.sql, exp.Column)):
         return value
     zero = exp.Cast(this=exp.Literal.number(0), to=exp.DataType(this=exp.DataType.Type.DOUBLE))
     return Typed(exp.Paren(this=exp.Add(this=value.sql, expression=zero)), value.type)
