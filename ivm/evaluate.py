@@ -246,12 +246,9 @@ def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
     query = plain_block(plan)
     if query is None:
         return local_refusal(plan) or "not a block of filters, projections and inner joins"
-    changed = [scope.arrows.get(source) for source in scope.changed]
-    if any(change is None for change in changed):
-        return "a change feed not in Arrow"
-    change_rows = sum(change.num_rows for change in changed if change is not None)
-    if change_rows > DRIVER_DELTA_MAX_ROWS:
-        return f"a change of {change_rows:,} rows (local: {DRIVER_DELTA_MAX_ROWS:,} at most)"
+    change_rows = _local_change_rows(scope)
+    if isinstance(change_rows, str):
+        return change_rows
     rows = block_delta(query, scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
     if isinstance(rows, str):
         return rows
@@ -260,6 +257,22 @@ def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
                        for name in names}) if rows is EMPTY else rows.rename_columns(names))
     return Maintained(arrow=arrow_diff.consolidate(delta), engine="local",
                       engine_reason=f"a change of {change_rows:,} rows")
+
+
+def _local_change_rows(scope: _Scope) -> int | str:
+    """The rows of the tick's change feeds, when the local engine may read them all.
+
+    Returns:
+        Their number; or why not: a change feed not in Arrow, or more rows than
+        ``DRIVER_DELTA_MAX_ROWS``.
+    """
+    changed = [scope.arrows.get(source) for source in scope.changed]
+    if any(change is None for change in changed):
+        return "a change feed not in Arrow"
+    rows = sum(change.num_rows for change in changed if change is not None)
+    if rows > DRIVER_DELTA_MAX_ROWS:
+        return f"a change of {rows:,} rows (local: {DRIVER_DELTA_MAX_ROWS:,} at most)"
+    return rows
 
 
 def _unchanged(state: AggregateState | None) -> AggregateState | None:
@@ -575,12 +588,9 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     assert state.table is not None
     outputs = driver_output.plain_outputs(form)
     assert outputs is not None
-    changed = [scope.arrows.get(source) for source in scope.changed]
-    change_rows = sum(a.num_rows for a in changed if a is not None)
-    small = all(a is not None for a in changed) and change_rows <= DRIVER_DELTA_MAX_ROWS
-    local = (_rows_on_driver(scope, form.rows(), state) if small
-             else "a change feed not in Arrow" if any(a is None for a in changed)
-             else f"a change of {change_rows:,} rows (local: {DRIVER_DELTA_MAX_ROWS:,} at most)")
+    change_rows = _local_change_rows(scope)
+    small = not isinstance(change_rows, str)
+    local = _rows_on_driver(scope, form.rows(), state) if small else change_rows
     engine: Engine = "local"
     if not isinstance(local, str):  # no Spark job
         change = driver_state.change_aggregate(form, local)

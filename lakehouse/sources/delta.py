@@ -143,8 +143,9 @@ class DeltaSourceReader:
                 rows = rows.select(*[_column(n) for n in kept])
             rows = with_weight(rows)
             return ChangeFeed.of(consolidate(rows)) if old is None else ChangeFeed.empty(rows)
-        if self._change_data_feed_on(old + 1) and self._change_data_feed_on(new):
-            arrow = (self._arrow_cdf(old, new, columns)
+        at_new = self._at(new)
+        if _change_data_feed_on(self._at(old + 1)) and _change_data_feed_on(at_new):
+            arrow = (self._arrow_cdf(at_new, old, new, columns)
                      if in_arrow and self.bridge is not None else None)
             if arrow is not None:
                 return self._arrow_feed(new, arrow)
@@ -169,9 +170,11 @@ class DeltaSourceReader:
         rows = consolidate(changes.select(*[_column(n) for n in names], WEIGHT))
         return ChangeFeed.of(self._materialized(old, rows), checkpointed=True)
 
-    def _arrow_cdf(self, old: int, new: int, columns: Collection[str] | None
-                   ) -> pa.Table | None:
+    def _arrow_cdf(self, table: DeltaTable, old: int, new: int,
+                   columns: Collection[str] | None) -> pa.Table | None:
         """The change data feed of versions ``old + 1`` to ``new``, read by delta-rs.
+
+        ``table`` is the table at ``new``.
 
         Returns:
             A consolidated Z-set in Arrow: the columns (strings as ``large_string``)
@@ -180,7 +183,6 @@ class DeltaSourceReader:
             rows, or delta-rs cannot read it (a schema changed in the range, change files
             vacuumed: Spark's read names the cause).
         """
-        table = self._at(new)
         if _driver_unreadable(table):
             return None
         names = projected([field.name for field in table.schema().fields], columns)
@@ -223,9 +225,6 @@ class DeltaSourceReader:
                 f"version {version} can no longer be loaded (log cleaned up: {error})",
                 source=self.name, version=version) from None
 
-    def _change_data_feed_on(self, version: int) -> bool:
-        configuration = self._at(version).metadata().configuration
-        return configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
     def _cdf(self, old: int, new: int) -> DataFrame:
         """Delta's change data feed of versions ``old + 1`` to ``new`` as a Z-set on Spark."""
@@ -322,6 +321,11 @@ def _driver_unreadable(table: DeltaTable) -> bool:
     features = set(protocol.reader_features or ())
     mapped = table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
     return bool(features & {"deletionVectors", "columnMapping"}) or mapped
+
+
+def _change_data_feed_on(table: DeltaTable) -> bool:
+    configuration = table.metadata().configuration
+    return configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
 
 def _without_views(rows: pa.Table) -> pa.Table:

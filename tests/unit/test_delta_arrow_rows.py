@@ -90,5 +90,6 @@ def test_a_change_data_feed_over_the_bound_is_left_to_spark(tmp_path: Path) -> N
     _feed_table(uri)
     reader = DeltaSourceReader(None, "feed", uri, bridge=object(),  # type: ignore[arg-type]
                                arrow_max_rows=4)
-    assert reader._arrow_cdf(0, 2, None) is not None  # the update's two images, the delete
-    assert reader._arrow_cdf(0, 3, None) is None  # and the append's two rows: 5 in all
+    assert reader._arrow_cdf(DeltaTable(uri, version=2), 0, 2, None) is not None  # the
+    # update's two images and the delete; then the append's two rows: 5 in all
+    assert reader._arrow_cdf(DeltaTable(uri, version=3), 0, 3, None) is None
