@@ -30,7 +30,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from ivm import WEIGHT, KeyValues, consolidate, with_weight
+from ivm import DRIVER_DELTA_MAX_ROWS, WEIGHT, KeyValues, consolidate, with_weight
 from ivm.arrow_diff import consolidate as arrow_consolidate
 from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
@@ -79,12 +79,16 @@ class IcebergSourceReader:
             readers of a pipeline (None: none kept).
         manifests: Decoded manifest entries kept between ticks, shared likewise (None:
             every plan decodes its manifests).
+        arrow_max_rows: Most rows the driver reads to compute a change in Arrow (by the
+            manifests' record counts); a larger change is computed by Spark, so the
+            driver holds at most this many.
     """
 
     def __init__(
         self, spark: SparkSession, catalog: Catalog, catalog_name: str, name: str, identifier: str,
         *, ref: str = "main", bridge: ArrowBridge | None = None,
         cache: ColumnCache | None = None, manifests: ManifestCache | None = None,
+        arrow_max_rows: int = DRIVER_DELTA_MAX_ROWS,
     ):
         self.spark = spark
         self.catalog = catalog
@@ -95,6 +99,7 @@ class IcebergSourceReader:
         self.bridge = bridge
         self.cache = cache
         self.manifests = manifests
+        self.arrow_max_rows = arrow_max_rows
         self._snapshots: LRUCache[int, DataFrame] = LRUCache(SNAPSHOTS_KEPT)
         self._tasks: LRUCache[int, dict[str, FileScanTask]] = LRUCache(SNAPSHOTS_KEPT)
         self._lock = threading.Lock()  # the caches above, shared by concurrent ticks
@@ -241,8 +246,9 @@ class IcebergSourceReader:
         Returns:
             The table's columns at ``new`` (or ``columns``) plus ``_weight`` (int64);
             computed in Arrow (``ChangeFeed.arrow``) when ``in_arrow``, the reader has a
-            bridge and neither snapshot has equality deletes; else by Spark and
-            materialized on the executors.
+            bridge, neither snapshot has equality deletes and the files to read hold at
+            most :attr:`arrow_max_rows` rows; else by Spark and materialized on the
+            executors.
 
         Raises:
             SnapshotExpiredError: ``old`` was expired; only a full refresh can catch up.
@@ -260,14 +266,10 @@ class IcebergSourceReader:
             return self._empty(new, names)
         if in_arrow and self.bridge is not None and not (_has_equality_deletes(table, old)
                                                          or _has_equality_deletes(table, new)):
-            rows = self._arrow_feed(table, old, new, changed, at_new.select(*names))
-            bridge = self.bridge
-
-            def spark_rows() -> DataFrame:  # resolves the snapshot only if Spark reads it
-                frame = bridge.to_spark(rows)
-                return frame.selectExpr(*aligned(frame, self._spark_columns(new, names)),
-                                        WEIGHT)
-            return ChangeFeed(spark_rows, rows)
+            rows = self._arrow_feed(table, old, new, changed, at_new.select(*names),
+                                    self.arrow_max_rows)
+            if rows is not None:
+                return self._bridged(new, names, rows)
         return self._spark_feed(old, new, changed, at_new.select(*names),
                                 table.schema().column_names)
 
@@ -303,7 +305,9 @@ class IcebergSourceReader:
         if old == new or (changed is not None and not changed.paths):
             empty = schema_to_pyarrow(at_new, include_field_ids=False).empty_table()
             return empty.append_column(WEIGHT, pa.array([], pa.int64()))
-        return self._arrow_feed(table, old, new, changed, at_new)
+        rows = self._arrow_feed(table, old, new, changed, at_new, max_rows=None)
+        assert rows is not None
+        return rows
 
     def _changed_files(self, table: Table, old: int, new: int) -> ChangedFiles | None:
         """The files that changed from ``old`` to ``new``, if a lineage links them.
@@ -321,11 +325,25 @@ class IcebergSourceReader:
         return changed_files(table.metadata, table.io, chain.snapshots, self.manifests)
 
     def _arrow_feed(self, table: Table, old: int, new: int, changed: ChangedFiles | None,
-                    schema: Schema) -> pa.Table:
-        """The change read in Arrow (:func:`arrow_change_feed`), in ``schema``'s columns."""
+                    schema: Schema, max_rows: int | None) -> pa.Table | None:
+        """The change read in Arrow (:func:`arrow_change_feed`), in ``schema``'s columns.
+
+        None when it would read more than ``max_rows`` rows (None: no bound).
+        """
         paths = changed.paths if changed is not None else None
-        return arrow_change_feed(table, old, new, paths, schema, self.cache,
-                                 lambda version: self._scan_tasks(table, version)).rows
+        feed = arrow_change_feed(table, old, new, paths, schema, self.cache,
+                                 lambda version: self._scan_tasks(table, version), max_rows)
+        return feed.rows if feed is not None else None
+
+    def _bridged(self, new: int, names: Sequence[str], rows: pa.Table) -> ChangeFeed:
+        """A change read in Arrow; it reaches Spark through the bridge if Spark reads it."""
+        bridge = self.bridge
+        assert bridge is not None
+
+        def spark_rows() -> DataFrame:  # resolves the snapshot only if Spark reads it
+            frame = bridge.to_spark(rows)
+            return frame.selectExpr(*aligned(frame, self._spark_columns(new, names)), WEIGHT)
+        return ChangeFeed(spark_rows, rows)
 
     def _spark_feed(self, old: int, new: int, changed: ChangedFiles | None, schema: Schema,
                     table_columns: Collection[str]) -> ChangeFeed:

@@ -16,7 +16,7 @@ pyiceberg 0.12 does not apply equality deletes: snapshots with any go through Sp
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -50,8 +50,8 @@ class ArrowChangeFeed:
 
 def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
                       schema: Schema, cache: ColumnCache | None = None,
-                      planned: Callable[[int], Mapping[str, FileScanTask]] | None = None
-                      ) -> ArrowChangeFeed:
+                      planned: Callable[[int], Mapping[str, FileScanTask]] | None = None,
+                      max_rows: int | None = None) -> ArrowChangeFeed | None:
     """The change from snapshot ``old`` to ``new`` of the data files ``paths``.
 
     Args:
@@ -64,9 +64,13 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
             between ticks (None: nowhere).
         planned: Gives a snapshot's scan tasks by data file path, when the caller keeps
             them (:func:`scan_tasks` otherwise).
+        max_rows: Most rows the driver may read to compute the change (None: no bound),
+            checked on the manifests' record counts before any file is read
+            (:func:`rows_read`).
 
     Returns:
-        The change as a consolidated Arrow Z-set, and which files were read how.
+        The change as a consolidated Arrow Z-set, and which files were read how; None
+        when reading it would take more than ``max_rows`` rows.
     """
     plan = planned or (lambda version: scan_tasks(table, version))
     before, after = plan(old), plan(new)
@@ -74,6 +78,8 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
     kept = sorted(p for p in candidates
                   if p in before and p in after and readable(before[p], after[p]))
     whole = sorted(set(candidates) - set(kept))
+    if max_rows is not None and rows_read(before, after, whole, kept) > max_rows:
+        return None
     target = schema_to_pyarrow(schema, include_field_ids=False)
     scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
     changed = difference(
@@ -85,6 +91,31 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
     log.debug("%s: %d rows changed; %d data files read by deleted position, %d read whole",
               table.name(), rows.num_rows, len(kept), len(whole))
     return ArrowChangeFeed(rows, kept, whole)
+
+
+def rows_read(before: Mapping[str, FileScanTask], after: Mapping[str, FileScanTask],
+              whole: Sequence[str], by_position: Sequence[str]) -> int:
+    """At most how many rows computing a change reads onto the driver, from the manifests.
+
+    A file read whole counts its record count at each snapshot it is live in; a file read by
+    deleted position counts the positions of the delete files that differ between the two
+    snapshots (an upper bound: a delete file may also hold positions of other files, or
+    ones deleted before).
+
+    Args:
+        before: The old snapshot's scan tasks by data file path.
+        after: The new snapshot's.
+        whole: The data files read whole.
+        by_position: The data files live at both, read by deleted position.
+    """
+    rows = sum(tasks[path].file.record_count for path in whole
+               for tasks in (before, after) if path in tasks)
+    for path in by_position:
+        old, new = ({d.file_path: d.record_count for d in tasks[path].delete_files}
+                    for tasks in (before, after))
+        rows += sum(count for name, count in (old | new).items()
+                    if (name in old) != (name in new))
+    return rows
 
 
 def scan_tasks(table: Table, version: int,

@@ -338,8 +338,10 @@ def _arrow_feed(reader: IcebergSourceReader, old: int, new: int) -> ArrowChangeF
     table = reader._table()
     chain = lineage(table.metadata, old, new, source=reader.name).snapshots
     assert chain is not None
-    return arrow_change_feed(table, old, new, changed_files(table.metadata, table.io, chain).paths,
+    feed = arrow_change_feed(table, old, new, changed_files(table.metadata, table.io, chain).paths,
                              table.schema())
+    assert feed is not None  # no bound given
+    return feed
 
 
 def _changed(reader: IcebergSourceReader, old: int, new: int) -> ChangedFiles:
@@ -427,6 +429,29 @@ def test_iceberg_change_computed_on_spark_when_the_driver_reads_no_row(spark, ic
         spark._jsparkSession, table)
     staged = jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().fetchSetIds(java_table)
     assert staged.isEmpty()  # each feed un-stages its files once computed
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_iceberg_change_beyond_the_driver_bound_is_computed_by_spark(
+        spark, iceberg, rest_catalog, mode: str) -> None:
+    """A change whose files hold more rows than ``arrow_max_rows`` is left to Spark."""
+    table, [reader] = iceberg(f"bound_{mode.replace('-', '_')}", mode)
+    reader.arrow_max_rows = 9
+    rest_catalog.load_table(reader.identifier).append(_pyiceberg_rows(ROWS))  # one file
+    versions = [reader.current_version()]
+    exact = Exact(reader)
+    steps = [(_insert(table, [(20, "a"), (21, "b")]), False),  # new files of 2 rows
+             # copy-on-write reads the 8-row file before and its 6 rows after; merge-on-read
+             # the 2 deleted positions
+             (f"DELETE FROM {table} WHERE id IN (2, 5)", mode == "copy-on-write"),
+             (f"UPDATE {table} SET v = 'u' WHERE id > 0", True)]  # 8 rows, at both
+    for statement, on_spark in steps:
+        versions.append(_sql(spark, reader, statement))
+        feed = reader.change_feed(versions[-2], versions[-1])
+        assert (feed.arrow is None) == on_spark, (statement, feed.arrow)
+        assert _feed(feed) == exact.expected(versions[-2], versions[-1]), statement
+    reader.arrow_max_rows = 1_000
+    assert reader.change_feed(versions[0], versions[-1]).arrow is not None
 
 
 def test_iceberg_copy_on_write_difference_with_duplicates_and_nulls(spark, iceberg,
