@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: env demo test lint bench clean
+.PHONY: env demo test lint bench fuzz clean
 
 $(STAMP): pyproject.toml scripts/install-system-deps.sh
 	bash scripts/install-system-deps.sh
@@ -32,6 +32,13 @@ lint: env
 bench: env
 	bash tests/benchmarks/install-system-deps.sh
 	$(BIN)/python -m tests.benchmarks $(BENCH_ARGS)
+
+# The random-query fuzzer (issue 20): make fuzz N=10000 [SEED=0]; minimized failures are
+# written to tests/fuzz/regressions/, which `make test` replays.
+N ?= 1000
+SEED ?= 0
+fuzz: env
+	$(BIN)/python -m tests.fuzz --views $(N) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) demo
