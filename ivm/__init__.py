@@ -3,7 +3,8 @@
 The public surface: compile a view with :func:`compile_view`, then compute its
 change with :func:`maintain` (or :func:`view_delta`) or its whole content with
 :func:`reload` (or :func:`recompute`). :func:`maintain` and :func:`reload` also return
-the view's aggregate state, which the caller passes to the next :func:`maintain`.
+the view's state (an aggregate state, a top-K buffer), which the caller passes to the next
+:func:`maintain`.
 """
 
 from ivm.aggregate_state import AggregateState
@@ -19,6 +20,7 @@ from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
 from ivm.source_columns import used_columns
 from ivm.spark_arrow import collect_arrow, to_arrow
+from ivm.top_k_state import TopKState
 from ivm.zset import WEIGHT, consolidate, expand, with_weight
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "PlanNode",
     "SourceInput",
     "SqlParseError",
+    "TopKState",
     "ViewPlan",
     "collect_arrow",
     "compile_view",

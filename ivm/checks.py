@@ -64,7 +64,7 @@ def find_reason(query: exp.Expr) -> tuple[str, str] | None:
             query.sql("spark")[:80])
     for clause in ("order", "limit", "offset"):
         if query.args.get(clause):
-            return f"{clause.upper()}: a view has no order; top-K is not incremental yet", (
+            return f"{clause.upper()}: top-K is maintained only at the top of a view", (
                 query.args[clause].sql("spark"))
     if isinstance(query, SET_OPERATIONS):
         return find_reason(query.left) or find_reason(query.right)

@@ -23,7 +23,7 @@ from ivm.errors import SqlParseError
 from ivm.isolate_outer_join import isolate_outer_joins
 from ivm.keys import SourceKeys, annotate, block_key, item_key, output_key
 from ivm.laws import Law
-from ivm.plan import PlanNode, ViewPlan
+from ivm.plan import PlanNode, TopKPlan, ViewPlan
 from ivm.shape import (
     SET_OPERATIONS,
     block_items,
@@ -34,6 +34,7 @@ from ivm.shape import (
     set_branches,
     windows,
 )
+from ivm.top_k import TopKQuery, buffer_rows, top_k_query
 from ivm.unnest_not_in import unnest_not_in
 
 Schemas = Mapping[str, Mapping[str, str]]
@@ -66,7 +67,12 @@ def compile_view(
     columns = tuple(p.alias_or_name for p in query.selects)
     if len(set(columns)) != len(columns):
         raise SqlParseError("output column names must be unique", view=view, fragment=sql)
-    found = find_reason(query)
+    split = top_k_query(original)
+    if isinstance(split, TopKQuery):
+        return _top_k_plan(view, split, query, original, schemas, key, source_keys)
+    clause = query.args.get("order") or query.args.get("limit") or query.args.get("offset")
+    found = ((split, clause.sql("spark") if clause is not None else sql)
+             if isinstance(split, str) else find_reason(query))
     reason = found[0] if found else None
     source_keys = _source_keys(view, source_keys or {}, schemas)
     annotate(query, schemas)  # column types: an equality carries a key only within one type
@@ -82,6 +88,37 @@ def compile_view(
                        state=("aggregate state of the affected groups (sums and counts)",))
     return ViewPlan(view, query.sql("spark"), _sources(query), columns, chosen, root, reason,
                     query, original)
+
+
+def _top_k_plan(view: str, split: TopKQuery, query: exp.Query, original: exp.Query,
+                schemas: Schemas, key: Sequence[str] | None,
+                source_keys: SourceKeys | None) -> ViewPlan:
+    """The plan of an ``ORDER BY ... LIMIT K`` view: the top-K law over its inner query.
+
+    The inner query is compiled as a view of its own; the view is incremental when it is.
+    Its key is the declared one, else the inner query's when the view outputs it.
+    """
+    inner = compile_view(view, split.inner.sql("spark"), schemas, None, source_keys)
+    detail = f"{query.args['order'].sql('spark') if query.args.get('order') else ''} " \
+             f"LIMIT {split.limit}".strip()
+    chosen = tuple(key) if key else (
+        inner.key if inner.key is not None and set(inner.key) <= set(split.outputs) else None)
+    if chosen is not None and not set(chosen) <= set(split.outputs):
+        raise SqlParseError(
+            f"key {list(chosen)} is not among the output columns {list(split.outputs)}",
+            view=view)
+    if not inner.incremental:
+        root = PlanNode("top-k", detail, Law.FULL_RECOMPUTE, reason=inner.reason,
+                        children=(inner.root,))
+        return ViewPlan(view, query.sql("spark"), inner.sources, split.outputs, chosen, root,
+                        inner.reason, query, original)
+    rows = buffer_rows(split.limit)
+    root = PlanNode("top-k", detail, Law.TOP_K, key=chosen, children=(inner.root,), state=(
+        f"buffer of the best {rows:,} rows of the inner query (K = {split.limit:,}); "
+        "refilled from the sources only when deletions leave fewer than K",))
+    return ViewPlan(view, query.sql("spark"), inner.sources, split.outputs, chosen, root, None,
+                    query, original,
+                    TopKPlan(inner, split.outputs, split.order, split.limit, rows))
 
 
 def _source_keys(view: str, source_keys: SourceKeys, schemas: Schemas) -> SourceKeys:

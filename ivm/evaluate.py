@@ -37,7 +37,7 @@ from ivm.engine_rule import Engine, local_refusal, plain_block
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
-from ivm.plan import ViewPlan
+from ivm.plan import TopKPlan, ViewPlan
 from ivm.rewrite import (
     affected_groups,
     at_role,
@@ -58,6 +58,8 @@ from ivm.shape import (
     outer_join,
 )
 from ivm.spark_arrow import to_arrow
+from ivm.top_k_state import TopKState, fill, order, view_rows
+from ivm.top_k_state import advance as advance_top_k
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
 
 _IDENTIFIER = re.compile(r"\W")
@@ -120,8 +122,9 @@ class Maintained:
 
     Attributes:
         frame: The rows on Spark, or None when they are in ``arrow``.
-        state: The aggregate state at the new frontier, for a view maintained by the
-            invertible-aggregate law (None for other views).
+        state: The state at the new frontier: an aggregate state for a view maintained
+            by the invertible-aggregate law, a buffer for one by the top-K law (None for
+            other views).
         arrow: The rows on the driver, or None when they are in ``frame``.
         schema: The Spark schema of ``arrow``'s rows (None: the one of their Arrow types,
             a timestamp without a time zone as ``timestamp_ntz``).
@@ -132,7 +135,7 @@ class Maintained:
     """
 
     frame: DataFrame | None = None
-    state: AggregateState | None = None
+    state: AggregateState | TopKState | None = None
     arrow: pa.Table | None = None
     schema: StructType | None = None
     engine: Engine = "spark"
@@ -175,7 +178,8 @@ def view_delta(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
 
 
 def maintain(
-    plan: ViewPlan, inputs: Mapping[str, SourceInput], state: AggregateState | None = None,
+    plan: ViewPlan, inputs: Mapping[str, SourceInput],
+    state: AggregateState | TopKState | None = None,
     driver_state_max_rows: int = DRIVER_STATE_MAX_ROWS,
     driver_read_max_rows: int = DRIVER_READ_MAX_ROWS,
     local: bool = True,
@@ -206,6 +210,12 @@ def maintain(
     """
     if not plan.incremental:
         raise NotIncrementalError(plan.reason or "", view=plan.view, fragment=plan.root.detail)
+    if plan.top_k is not None:
+        return _maintain_top_k(plan.top_k, inputs, state, driver_state_max_rows,
+                               driver_read_max_rows, local)
+    if isinstance(state, TopKState):
+        raise IvmError("a top-K buffer given for a view not maintained by the top-K law",
+                       view=plan.view)
     with _scope(plan, inputs, driver_read_max_rows) as scope:
         if not scope.changed:
             empty = with_weight(scope.run(at_role(plan.query, "new", scope.relation)).limit(0))
@@ -228,6 +238,31 @@ def maintain(
                  for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
         return Maintained(consolidate(sides[0].union(sides[1])), advanced.state,
                           engine_reason=_spark_reason(plan, state))
+
+
+def _maintain_top_k(top: TopKPlan, inputs: Mapping[str, SourceInput],
+                    state: AggregateState | TopKState | None, state_max_rows: int,
+                    read_max_rows: int, local: bool) -> Maintained:
+    """A tick of an ``ORDER BY ... LIMIT`` view by the top-K law (:mod:`ivm.top_k_state`).
+
+    The inner query's delta comes from its own plan (on either engine); the buffer is
+    advanced on Spark. Without a buffer (a new process), it is filled from the inner
+    query at the old frontier first (a full scan).
+    """
+    kept = state if isinstance(state, TopKState) else None
+    inner = maintain(top.inner, inputs, kept.inner if kept is not None else None,
+                     state_max_rows, read_max_rows, local)
+    with _scope(top.inner, inputs, read_max_rows) as scope:
+        def rows(role: str) -> DataFrame:
+            return scope.run(at_role(top.inner.original, role, scope.relation))
+        if kept is None:
+            kept = fill(top, rows("old"))
+        advanced = advance_top_k(top, kept, inner.rows, lambda: rows("new"))
+    reason = "the top-K law runs on Spark" + (
+        " (the buffer ran short: refilled from the sources)" if advanced.refilled else "")
+    state = TopKState(advanced.state.buffer, advanced.state.bound,
+                      inner.state if isinstance(inner.state, AggregateState) else None)
+    return Maintained(advanced.delta, state, engine_reason=reason)
 
 
 def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
@@ -308,6 +343,13 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
         The view's rows (duplicates kept) and, for a view maintained by the
         invertible-aggregate law, its state at the new frontier.
     """
+    if plan.top_k is not None:
+        top = plan.top_k
+        inner = reload(top.inner, inputs, driver_state_max_rows)
+        filled = fill(top, inner.rows)
+        inner_state = inner.state if isinstance(inner.state, AggregateState) else None
+        return Maintained(view_rows(top, filled.buffer),
+                          TopKState(filled.buffer, filled.bound, inner_state))
     form = _invertible(plan)
     with _scope(plan, inputs) as scope:
         state = (_build(scope, form, "new", driver_state_max_rows)
@@ -328,9 +370,17 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
 def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
     """Compute the whole view from the sources' new snapshots.
 
+    An ``ORDER BY ... LIMIT K`` view takes its K rows by the total order of
+    :mod:`ivm.top_k`, which breaks ties Spark leaves open.
+
     Returns:
         The view's rows (its output columns, duplicates kept).
     """
+    if plan.top_k is not None:
+        top = plan.top_k
+        with _scope(top.inner, inputs) as scope:
+            rows = scope.run(at_role(top.inner.original, "new", scope.relation))
+        return rows.orderBy(*order(top)).limit(top.limit).select(*top.outputs)
     with _scope(plan, inputs) as scope:
         return _as_written(scope, plan)
 

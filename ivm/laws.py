@@ -24,5 +24,9 @@ class Law(StrEnum):
     the input delta (a group disappears when its row count reaches zero)."""
     AFFECTED_KEY_RECOMPUTE = "affected-key recompute"
     """Aggregate/DISTINCT: recompute the groups whose key occurs in the input delta."""
+    TOP_K = "top-K"
+    """ORDER BY ... LIMIT K: a buffer of the inner query's best K' > K rows plus the inner
+    delta; refilled from the sources only when deletions leave fewer than K
+    (:mod:`ivm.top_k_state`)."""
     FULL_RECOMPUTE = "full recompute"
     """The node is recomputed from the sources at the new frontier."""

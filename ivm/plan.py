@@ -8,6 +8,7 @@ from functools import cached_property
 from sqlglot import exp
 
 from ivm.laws import Law
+from ivm.top_k import Ordering
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class ViewPlan:
         original: The SQL as written, only qualified (columns resolved, ``*`` expanded):
             what a full recompute runs, so that a rewrite rule's mistake cannot hide in
             the oracle.
+        top_k: How an ``ORDER BY ... LIMIT K`` view is maintained by the top-K law;
+            None for other views.
     """
 
     view: str
@@ -61,6 +64,7 @@ class ViewPlan:
     reason: str | None
     query: exp.Query = field(repr=False, compare=False)
     original: exp.Query = field(repr=False, compare=False)
+    top_k: TopKPlan | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def original_sql(self) -> str:
@@ -72,3 +76,24 @@ class ViewPlan:
         """Whether every node of the plan is maintained incrementally."""
         return self.reason is None
 
+
+
+@dataclass(frozen=True)
+class TopKPlan:
+    """An ``ORDER BY ... LIMIT K`` view as the top-K law maintains it (:mod:`ivm.top_k`).
+
+    Attributes:
+        inner: The plan of the view without ORDER BY and LIMIT (plus a hidden column per
+            ORDER BY term that is not an output).
+        outputs: The view's columns: the inner query's first ones.
+        order: The total order of the inner rows: the view's ORDER BY, then every inner
+            column ascending.
+        limit: K.
+        buffer_rows: K', the inner rows the buffer keeps (:func:`ivm.top_k.buffer_rows`).
+    """
+
+    inner: ViewPlan
+    outputs: tuple[str, ...]
+    order: tuple[Ordering, ...]
+    limit: int
+    buffer_rows: int

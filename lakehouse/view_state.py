@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ivm import AggregateState
+from ivm import AggregateState, TopKState
 from lakehouse.state_store import StateStore
 
 _LOG = logging.getLogger(__name__)
@@ -30,21 +30,24 @@ class ViewStates:
     """
 
     store: StateStore | None = None
-    _kept: dict[str, tuple[str, dict[str, int], AggregateState]] = field(default_factory=dict)
+    _kept: dict[str, tuple[str, dict[str, int], AggregateState | TopKState]] = field(
+        default_factory=dict)
 
     def get(self, view: str, sql: str, frontier: Mapping[str, int] | None,
-            on_driver: bool = True) -> AggregateState | None:
+            on_driver: bool = True) -> AggregateState | TopKState | None:
         """The state of ``view`` (compiled from ``sql``) at exactly ``frontier``, or None.
 
         A store that cannot be read counts as holding nothing (the tick rebuilds the
         state); it is logged. With ``on_driver`` False (engine ``spark``), a state held on
-        the driver counts as none either: it is not even read.
+        the driver counts as none either: it is not even read. A top-K buffer is kept in
+        memory only (a new process fills it again).
         """
         if frontier is None:
             return None
         kept = self._kept.get(view)
         if kept is not None and kept[0] == sql and kept[1] == dict(frontier):
-            return kept[2] if on_driver or kept[2].table is None else None
+            held_on_driver = isinstance(kept[2], AggregateState) and kept[2].table is not None
+            return kept[2] if on_driver or not held_on_driver else None
         if self.store is None:
             return None
         try:
@@ -58,7 +61,8 @@ class ViewStates:
         return state
 
     def put(self, view: str, sql: str, frontier: Mapping[str, int],
-            state: AggregateState | None, previous: Mapping[str, int] | None = None) -> None:
+            state: AggregateState | TopKState | None,
+            previous: Mapping[str, int] | None = None) -> None:
         """Keep ``state`` as the state of ``view`` at ``frontier`` (None forgets it).
 
         Called after the sinks committed ``frontier``: a store that cannot be written does
@@ -73,7 +77,8 @@ class ViewStates:
         if self.store is None:
             return
         try:
-            self.store.save(view, sql, frontier, state, previous)
+            self.store.save(view, sql, frontier,
+                            state if isinstance(state, AggregateState) else None, previous)
         except Exception as error:  # a cache: any error of Arrow, Spark or the storage
             _LOG.warning("aggregate state of %s not written to the warehouse: %s", view,
                          _first_line(error))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 from pyspark.sql import SparkSession
@@ -25,6 +25,7 @@ from ivm import (
     DRIVER_STATE_MAX_ROWS,
     AggregateState,
     SourceInput,
+    TopKState,
     ViewPlan,
     compile_view,
     maintain,
@@ -72,6 +73,8 @@ def run_case(spark: SparkSession, case: Case) -> Outcome:
                         source_keys={t: k for t, k in KEYS.items() if t in SCHEMAS})
     if not plan.incremental:
         return Outcome(False, plan.reason)
+    if plan.top_k is not None:  # the smallest buffer: bounds, trims and refills at every tick
+        plan = replace(plan, top_k=replace(plan.top_k, buffer_rows=plan.top_k.limit + 1))
     outcome = Outcome(True, laws=tuple(_laws(plan)))
     first = _inputs(spark, plan, case.snapshots[0], None, local=False)
     expected = _multiset(recompute(plan, first).collect())  # raises on a generator fault
@@ -96,11 +99,11 @@ def run_case(spark: SparkSession, case: Case) -> Outcome:
 
 
 def _tick(spark: SparkSession, plan: ViewPlan, old: Snapshot, new: Snapshot,
-          view: Counter[tuple[object, ...]], state: AggregateState | None, local: bool,
-          outcome: Outcome) -> tuple[str | None, AggregateState | None]:
+          view: Counter[tuple[object, ...]], state: AggregateState | TopKState | None,
+          local: bool, outcome: Outcome) -> tuple[str | None, AggregateState | TopKState | None]:
     """One tick: ``view`` advanced by its delta in place; the disagreement, if any."""
     inputs = _inputs(spark, plan, new, old, local)
-    if not local and state is not None and state.table is not None:
+    if not local and isinstance(state, AggregateState) and state.table is not None:
         state = None  # engine spark reads no state held on the driver: it is rebuilt
     try:
         maintained = maintain(plan, inputs, state,

@@ -13,6 +13,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import sqlglot
+
 from tests.fuzz.schema import TABLES, Column
 
 __all__ = ["SHAPES", "random_view"]
@@ -200,10 +202,19 @@ def _window(rnd: random.Random) -> str:
 
 
 def _top_k(rnd: random.Random) -> str:
-    refs = _refs(["orders"])
-    order = rnd.choice(["o.o_id", "o.amount DESC, o.o_id", "o.day, o.o_id DESC"])
-    return (f"SELECT o.o_id AS c0, o.amount AS c1 FROM orders o{_where(rnd, refs, 0.5)} "
-            f"ORDER BY {order} LIMIT {rnd.randint(1, 4)}")
+    """ORDER BY ... LIMIT over another shape (by output position), or over a hidden column."""
+    limit = f"LIMIT {rnd.randint(1, 4)}"
+    if rnd.random() < 0.3:
+        refs = _refs(["orders"])
+        order = rnd.choice(["o.day", "o.amount DESC", "o.score DESC NULLS FIRST, o.day"])
+        where = _where(rnd, refs, 0.5)
+        return f"SELECT o.amount AS c0 FROM orders o{where} ORDER BY {order} {limit}"
+    inner = rnd.choice([_select, _aggregate, _distinct, _set_operation])(rnd)
+    width = len(sqlglot.parse_one(inner, read="spark").selects)
+    terms = [f"{position} {rnd.choice(['ASC', 'DESC'])}"
+             f"{rnd.choice(['', ' NULLS FIRST', ' NULLS LAST'])}"
+             for position in rnd.sample(range(1, width + 1), rnd.randint(1, width))]
+    return f"{inner} ORDER BY {', '.join(terms)} {limit}"
 
 
 def _nested(rnd: random.Random) -> str:

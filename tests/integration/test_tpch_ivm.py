@@ -193,7 +193,7 @@ def _inputs(plan: ViewPlan, old: Tables | None, new: Tables, delta: Tables,
             for s in sorted(referenced_sources(plan.sql))}
 
 
-DRIVER_EVALUATED = (1, 3, 5)
+DRIVER_EVALUATED = (1, 5)
 """Queries whose ticks run on the driver alone (state there, block in the Arrow subset)."""
 
 

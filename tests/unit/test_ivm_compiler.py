@@ -68,7 +68,11 @@ def test_projection_has_no_key_and_star_expands() -> None:
          "WHERE f.origin NOT IN (SELECT name FROM airlines)", "NOT IN"),
         ("SELECT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights "
          "GROUP BY month, dep_delay", "window function over GROUP BY"),
-        ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3", "ORDER"),
+        ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3 OFFSET 1", "OFFSET"),
+        ("SELECT carrier FROM flights ORDER BY carrier", "ORDER BY without LIMIT"),
+        ("SELECT carrier FROM flights ORDER BY carrier LIMIT 100000", "LIMIT 100000"),
+        ("SELECT x.carrier FROM (SELECT carrier FROM flights ORDER BY carrier LIMIT 3) x",
+         "ORDER: top-K is maintained only at the top"),
     ],
 )
 def test_unsupported_constructs_name_their_reason(sql: str, reason: str) -> None:
