@@ -340,6 +340,38 @@ def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
         assert [r["previous"] is not None for r in records] == [False, *[True] * tick]
 
 
+def test_a_top_k_view_is_maintained_by_its_buffer_in_both_sinks(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    """ORDER BY ... LIMIT: incremental ticks in one process and in a new one."""
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    data["views"] = [{"name": f"{namespace}.worst", "full_refresh_ratio": 10,
+                      "sql": "SELECT f.carrier, a.name, f.dep_delay FROM flights f "
+                             "JOIN airlines a ON f.carrier = a.carrier "
+                             "ORDER BY f.dep_delay DESC NULLS LAST LIMIT 2"}]
+    runtime = Runtime(parse_config(data))
+    view = runtime.config.views[0]
+    assert runtime.refresh(view).mode == "full"
+    table = f"lakehouse.{namespace}.flights"
+    for change in (f"INSERT INTO {table} VALUES ('UA', 5, 99.0), ('AA', 6, 0.5)",
+                   f"DELETE FROM {table} WHERE dep_delay > 50",  # the top row leaves
+                   f"UPDATE {table} SET dep_delay = 60.0 WHERE flight = 1"):
+        spark.sql(change)
+        result = runtime.refresh(view)
+        assert (result.mode, result.engine) == ("incremental", "spark"), result
+        assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, view)
+        assert _delta_rows(runtime, view) == _expected(runtime, view)
+    write_deltalake(str(airlines), pa.table({"carrier": ["AA"], "name": ["American II"]}),
+                    mode="overwrite", configuration={"delta.enableChangeDataFeed": "true"})
+    fresh = Runtime(parse_config(data))  # a new process: the buffer is filled again
+    assert fresh.refresh(view).mode == "incremental"
+    rows = _iceberg_rows(rest_catalog, view.name)
+    assert rows == _expected(fresh, view) == _delta_rows(fresh, view)
+    assert {row[1] for row in rows} == {"American II"}
+
+
 def _state_records(catalog_server: CatalogServerHandle, view: ViewConfig) -> list[dict]:
     """The view's stored state records (:mod:`lakehouse.state_store`), base first."""
     [folder] = (catalog_server.warehouse / "_state" / view.name).iterdir()
