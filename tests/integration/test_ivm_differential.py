@@ -84,6 +84,10 @@ QUERIES = [
     "(SELECT AVG(g.dep_delay) FROM flights g WHERE g.carrier = f.carrier)",
     "SELECT f.carrier, a.name FROM flights f JOIN airlines a ON f.carrier = a.carrier "
     "WHERE EXISTS (SELECT * FROM flights g WHERE g.carrier = a.carrier AND g.month = 3)",
+    "SELECT carrier, STDDEV_SAMP(month) AS s, VAR_POP(fare) AS v, STDDEV_POP(fare) AS p, "
+    "COUNT(*) FILTER (WHERE dep_delay > 10) AS late FROM flights GROUP BY carrier",
+    "SELECT f.carrier, a.name, SUM(f.fare) AS s FROM flights f JOIN airlines a "
+    "ON f.carrier = a.carrier GROUP BY f.carrier, a.name ORDER BY s DESC NULLS LAST LIMIT 1",
 ]
 NOT_IN_QUERIES = [
     # the subquery goes from empty (every flight kept, NULL carriers too) to non-empty

@@ -80,8 +80,23 @@ CONSTRUCTS: tuple[tuple[str, str], ...] = (
      "AS r FROM orders"),
     ("WITH (CTE)", "WITH big AS (SELECT * FROM orders WHERE o_totalprice > 100000) "
                    "SELECT o_orderkey FROM big"),
+    ("GROUP BY STDDEV/VARIANCE (_SAMP, _POP)",
+     "SELECT o_orderstatus, STDDEV_SAMP(o_totalprice) AS s, STDDEV_POP(o_totalprice) AS p, "
+     "VAR_SAMP(o_shippriority) AS v, VAR_POP(o_shippriority) AS w FROM orders "
+     "GROUP BY o_orderstatus"),
+    ("aggregate FILTER (WHERE ...)",
+     "SELECT o_orderstatus, COUNT(*) FILTER (WHERE o_totalprice > 100000) AS big, "
+     "SUM(o_totalprice) FILTER (WHERE o_orderpriority = '1-URGENT') AS urgent FROM orders "
+     "GROUP BY o_orderstatus"),
+    ("window, ROW_NUMBER without PARTITION BY",
+     "SELECT o_orderkey, ROW_NUMBER() OVER (ORDER BY o_totalprice DESC) AS r FROM orders"),
     ("ORDER BY ... LIMIT", "SELECT o_orderkey, o_totalprice FROM orders "
                            "ORDER BY o_totalprice DESC LIMIT 10"),
+    ("GROUP BY ... ORDER BY aggregate LIMIT",
+     "SELECT o_custkey, SUM(o_totalprice) AS spent FROM orders GROUP BY o_custkey "
+     "ORDER BY spent DESC LIMIT 10"),
+    ("ORDER BY ... LIMIT ... OFFSET", "SELECT o_orderkey FROM orders "
+                                      "ORDER BY o_orderkey LIMIT 10 OFFSET 5"),
     ("rand()", "SELECT o_orderkey, rand() AS r FROM orders"),
 )
 """(construct, SQL over the TPC-H schema): one row each in the document."""
