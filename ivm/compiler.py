@@ -34,8 +34,9 @@ from ivm.shape import (
     set_branches,
     windows,
 )
-from ivm.top_k import TopKQuery, buffer_rows, top_k_query
+from ivm.top_k import TopKQuery, buffer_rows, top_k_query, without_order
 from ivm.unnest_not_in import unnest_not_in
+from ivm.unwrap_branches import unwrap_branches
 
 Schemas = Mapping[str, Mapping[str, str]]
 """Source name -> column name -> Spark SQL type, e.g. ``{"flights": {"month": "int"}}``."""
@@ -63,7 +64,7 @@ def compile_view(
         SqlParseError: The SQL does not parse, reads an unknown source, or names a
             column that does not resolve.
     """
-    query, original = _qualified(view, sql, schemas)
+    query, original = (without_order(q) for q in _qualified(view, sql, schemas))
     columns = tuple(p.alias_or_name for p in query.selects)
     if len(set(columns)) != len(columns):
         raise SqlParseError("output column names must be unique", view=view, fragment=sql)
@@ -172,6 +173,7 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
         raise SqlParseError("a view is a SELECT query", view=view, fragment=sql)
     # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables, and
     # NOT IN an anti-join with a NULL guard.
+    qualified = unwrap_branches(qualified)
     written = qualified.copy()
     unnested = unnest_subqueries(unnest_not_in(_inline_ctes(qualified)))
     return isolate_outer_joins(merge_subqueries(unnested)), written

@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from ivm.shape import SET_OPERATIONS
 
-__all__ = ["MAX_LIMIT", "Ordering", "TopKQuery", "buffer_rows", "top_k_query"]
+__all__ = ["MAX_LIMIT", "Ordering", "TopKQuery", "buffer_rows", "top_k_query", "without_order"]
 
 MAX_LIMIT = 10_000
 """Largest LIMIT maintained by the top-K law: its buffer is read whole at every tick."""
@@ -91,7 +91,7 @@ def top_k_query(query: exp.Query) -> TopKQuery | str | None:
         return None
     if query.args.get("offset") is not None:
         return "OFFSET: a view has no order; top-K with an offset is not incremental yet"
-    if limit is None:
+    if limit is None:  # compile_view drops such an ORDER BY first: a view has no order
         return "ORDER BY without LIMIT: a view has no order"
     count = limit.expression
     constant = isinstance(count, exp.Literal) and count.is_int
@@ -127,6 +127,19 @@ def _output(query: exp.Query, term: exp.Expr, outputs: tuple[str, ...]) -> str |
         return outputs[int(term.this) - 1]  # ORDER BY 2: the second output
     for select in query.selects:
         node = select.this if isinstance(select, exp.Alias) else select
-        if node == term:
+        if node.unnest() == term.unnest():  # DISTINCT(x) selects (x)
             return select.alias_or_name
     return None
+
+
+def without_order(query: exp.Query) -> exp.Query:
+    """``query`` without an ORDER BY that has no LIMIT or OFFSET (a view has no order).
+
+    The rows are the same in any order, so the view is maintained as if it had none; the
+    ORDER BY of a top-K view is kept.
+    """
+    if query.args.get("order") is None or query.args.get("limit") or query.args.get("offset"):
+        return query
+    unordered = query.copy()
+    unordered.set("order", None)
+    return unordered

@@ -1,19 +1,24 @@
 """Write docs/sql-coverage.md: which SQL the engine maintains incrementally, and by which laws.
 
 Run from the repository root: ``python -m tests.tpch.coverage`` (compile only, no Spark).
-One row per TPC-H query and per construct snippet over the TPC-H schema; the document is
-regenerated as the engine grows.
+One row per TPC-H query, per construct snippet over the TPC-H schema and per TPC-DS query;
+the document is regenerated as the engine grows.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
+from functools import cache
 from pathlib import Path
 
 from ivm import IvmError, PlanNode, compile_view
 from ivm.engine_rule import LOCAL_LIMITS, local_refusal
+from tests.tpcds import workload as tpcds
 from tests.tpch.queries import all_queries
 from tests.tpch.schema import SCHEMAS
+
+Schemas = dict[str, dict[str, str]]
 
 OUTPUT = Path("docs/sql-coverage.md")
 
@@ -110,10 +115,10 @@ def laws(node: PlanNode) -> list[str]:
     return found
 
 
-def row(name: str, sql: str) -> tuple[str, str, str, str]:
+def row(name: str, sql: str, schemas: Schemas = SCHEMAS) -> tuple[str, str, str, str]:
     """``(incremental, laws, reason, local engine)`` for one view, as document cells."""
     try:
-        plan = compile_view(name, sql, SCHEMAS)
+        plan = compile_view(name, sql, schemas)
     except IvmError as error:
         return "error", "", str(error), ""
     refused = local_refusal(plan)
@@ -164,7 +169,29 @@ def render() -> str:
         cells = row(name.split(" ")[0].lower(), sql)
         lines.append(f"| {_cell(name)} | `{_cell(sql)}` | "
                      f"{' | '.join(_cell(c) for c in cells)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_tpcds()]) + "\n"
+
+
+@cache
+def _tpcds() -> tuple[str, ...]:
+    """The TPC-DS section: one row per query, the count, and the reasons for the rest.
+
+    Compiled once per process (99 queries take some 20 s).
+    """
+    schemas = tpcds.schemas()
+    rows = [(query.name, row(query.name, query.sql, schemas)) for query in tpcds.queries()]
+    reasons = Counter(cells[2].split(":")[0] for _, cells in rows if cells[0] != "yes")
+    lines = ["", "## TPC-DS (99 queries)", "",
+             "The queries and the schema are DuckDB's `tpcds` extension's",
+             "(`tests/tpcds/workload.py`), transpiled to Spark SQL by sqlglot; compile only.",
+             "An ORDER BY without LIMIT is dropped (a view has no order).", "",
+             f"Incremental today: {sum(cells[0] == 'yes' for _, cells in rows)} of {len(rows)}."
+             " Not incremental, by reason:", ""]
+    lines += [f"- {_cell(reason)}: {count}" for reason, count in reasons.most_common()]
+    lines += ["", "| query | incremental | laws | reason | local engine |",
+              "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {name} | {' | '.join(_cell(c) for c in cells)} |" for name, cells in rows]
+    return tuple(lines)
 
 
 def main() -> None:

@@ -69,7 +69,6 @@ def test_projection_has_no_key_and_star_expands() -> None:
         ("SELECT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights "
          "GROUP BY month, dep_delay", "window function over GROUP BY"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3 OFFSET 1", "OFFSET"),
-        ("SELECT carrier FROM flights ORDER BY carrier", "ORDER BY without LIMIT"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 100000", "LIMIT 100000"),
         ("SELECT x.carrier FROM (SELECT carrier FROM flights ORDER BY carrier LIMIT 3) x",
          "ORDER: top-K is maintained only at the top"),
@@ -89,3 +88,18 @@ def test_unknown_source_and_column_are_errors() -> None:
         compile_view("v", "SELECT missing_column FROM flights", SCHEMAS)
     with pytest.raises(SqlParseError, match="key"):
         compile_view("v", "SELECT carrier FROM flights", SCHEMAS, key=["month"])
+
+
+def test_an_order_by_without_limit_is_dropped_and_parenthesized_branches_unwrapped() -> None:
+    ordered = compile_view("v", "SELECT carrier, month FROM flights ORDER BY month DESC",
+                           SCHEMAS)
+    assert ordered.incremental and "ORDER" not in ordered.sql and ordered.top_k is None
+    assert "ORDER" not in ordered.original_sql  # a full recompute leaves the order out too
+    both = "SELECT COUNT(*) AS n FROM ((SELECT carrier FROM flights) EXCEPT " \
+           "(SELECT carrier FROM airlines)) t"
+    plan = compile_view("v", both, SCHEMAS)
+    assert plan.incremental, plan.reason
+    assert "(SELECT" not in plan.sql.replace("FROM (SELECT", "")
+    nested = compile_view("v", "SELECT carrier FROM flights EXCEPT (SELECT carrier FROM "
+                          "airlines EXCEPT SELECT origin FROM flights)", SCHEMAS)
+    assert not nested.incremental and "not a SELECT block" in str(nested.reason)

@@ -19,6 +19,8 @@ def test_document_has_every_query_and_construct() -> None:
     assert sum(line.startswith("| TPC-H Q") for line in text.splitlines()) == 22
     for name, _ in CONSTRUCTS:
         assert f"| {name} |" in text
+    tpcds = [line for line in text.splitlines() if line.startswith("| q") and line[3].isdigit()]
+    assert len(tpcds) == 99 and all(line.split(" | ")[1] in ("yes", "no") for line in tpcds)
 
 
 def test_rows_say_why_not_incremental() -> None:

@@ -1,0 +1,1 @@
+"""TPC-DS through DuckDB's ``tpcds`` extension: its schema, its 99 queries, and its data."""
