@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 
-from ivm.shape import block_items, group_expressions, windows
+from ivm.shape import block_items, group_expressions, has_grouping_sets, windows
 
 GROUP_PREFIX = "__g"
 """State column of the i-th grouping expression."""
@@ -84,8 +84,7 @@ def aggregate_form(query: exp.Query) -> AggregateForm | None:
     if not isinstance(query, exp.Select) or query.args.get("distinct") or windows(query):
         return None
     groups = group_expressions(query)
-    group = query.args.get("group")
-    if groups is None or (group is not None and _has_grouping_sets(group)):
+    if groups is None or has_grouping_sets(query):
         return None
     if not block_items(query):
         return None
@@ -105,10 +104,6 @@ def aggregate_form(query: exp.Query) -> AggregateForm | None:
             index = len(args) - 1
         summed[index] = summed[index] or not isinstance(aggregate, exp.Count)
     return AggregateForm(query, tuple(groups), tuple(args), tuple(summed))
-
-
-def _has_grouping_sets(group: exp.Group) -> bool:
-    return any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals"))
 
 
 def _aggregates(query: exp.Select) -> list[exp.AggFunc] | None:

@@ -10,6 +10,7 @@ from ivm.shape import (
     SET_OPERATIONS,
     derived_tables,
     group_expressions,
+    has_grouping_sets,
     is_derived_table,
     join_kinds,
     outer_join,
@@ -82,6 +83,9 @@ def _block_reason(query: exp.Select) -> tuple[str, str] | None:
         found = find_reason(derived.this)
         if found:
             return found
+    if has_grouping_sets(query):
+        return ("GROUP BY ROLLUP, CUBE or GROUPING SETS: not maintained incrementally yet",
+                query.args["group"].sql("spark"))
     return _join_reason(query) or _window_reason(query)
 
 

@@ -23,6 +23,7 @@ from ivm.errors import SqlParseError
 from ivm.isolate_outer_join import isolate_outer_joins
 from ivm.keys import SourceKeys, annotate, block_key, item_key, output_key
 from ivm.laws import Law
+from ivm.lift_grouped_windows import lift_grouped_windows
 from ivm.plan import PlanNode, TopKPlan, ViewPlan
 from ivm.shape import (
     SET_OPERATIONS,
@@ -176,7 +177,7 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
     qualified = unwrap_branches(qualified)
     written = qualified.copy()
     unnested = unnest_subqueries(unnest_not_in(_inline_ctes(qualified)))
-    return isolate_outer_joins(merge_subqueries(unnested)), written
+    return isolate_outer_joins(lift_grouped_windows(merge_subqueries(unnested))), written
 
 
 def _inline_ctes(query: exp.Query) -> exp.Query:

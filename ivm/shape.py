@@ -48,6 +48,19 @@ def is_union_all(query: exp.Query) -> bool:
     return isinstance(query, exp.Union) and not query.args.get("distinct")
 
 
+def has_grouping_sets(query: exp.Select) -> bool:
+    """Whether the block groups by ROLLUP, CUBE or GROUPING SETS (in either spelling).
+
+    ``GROUP BY ROLLUP (a, b)`` holds a ROLLUP among the grouping expressions; ``GROUP BY
+    a, b WITH ROLLUP`` sets the clause's ``rollup`` argument.
+    """
+    group = query.args.get("group")
+    if group is None:
+        return False
+    return any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")) or any(
+        isinstance(e, exp.Rollup | exp.Cube | exp.GroupingSets) for e in group.expressions)
+
+
 def group_expressions(query: exp.Select) -> list[exp.Expr] | None:
     """The grouping expressions of the top block, or None when it does not group.
 

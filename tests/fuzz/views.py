@@ -193,6 +193,13 @@ def _subquery(rnd: random.Random) -> str:
 def _window(rnd: random.Random) -> str:
     refs = _refs(["orders"])
     partition = rnd.choice(["o.cust", "o.status"])
+    if rnd.random() < 0.3:  # over grouped rows
+        function = rnd.choice(["RANK() OVER (PARTITION BY {p} ORDER BY SUM(o.amount) DESC)",
+                               "SUM(COUNT(*)) OVER (PARTITION BY {p})",
+                               "MAX(o.day) - MIN(MIN(o.day)) OVER (PARTITION BY {p})"])
+        return (f"SELECT o.o_id % 3 AS c0, {partition} AS c1, COUNT(*) AS n, "
+                f"{function.format(p=partition)} AS w FROM orders o{_where(rnd, refs, 0.4)} "
+                f"GROUP BY o.o_id % 3, {partition}")
     function = rnd.choice(["ROW_NUMBER() OVER (PARTITION BY {p} ORDER BY o.o_id)",
                            "RANK() OVER (PARTITION BY {p} ORDER BY o.amount)",
                            "SUM(o.amount) OVER (PARTITION BY {p})",

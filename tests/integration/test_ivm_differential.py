@@ -88,6 +88,9 @@ QUERIES = [
     "COUNT(*) FILTER (WHERE dep_delay > 10) AS late FROM flights GROUP BY carrier",
     "SELECT f.carrier, a.name, SUM(f.fare) AS s FROM flights f JOIN airlines a "
     "ON f.carrier = a.carrier GROUP BY f.carrier, a.name ORDER BY s DESC NULLS LAST LIMIT 1",
+    "SELECT carrier, month, SUM(fare) AS s, SUM(fare) * 100 / SUM(SUM(fare)) OVER "
+    "(PARTITION BY month) AS r, RANK() OVER (PARTITION BY month ORDER BY COUNT(*) DESC, "
+    "carrier) AS k FROM flights GROUP BY carrier, month",
 ]
 NOT_IN_QUERIES = [
     # the subquery goes from empty (every flight kept, NULL carriers too) to non-empty

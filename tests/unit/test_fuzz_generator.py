@@ -50,7 +50,6 @@ def test_the_minimizer_keeps_only_what_the_failure_needs() -> None:
     smallest = minimize(case, fails)
     assert fails(smallest)
     assert smallest.sql == "SELECT o.cust AS c1 FROM orders AS o WHERE o.status = 'open'"
-    assert len(smallest.snapshots) == 1 or all(s == smallest.snapshots[0]
-                                               for s in smallest.snapshots)
+    assert len(smallest.snapshots) <= 2  # a load and at most one tick
     rows = {r for s in smallest.snapshots for t in s.values() for r in t}
     assert len(rows) == 1 and next(iter(rows))[1] == 2

@@ -66,9 +66,13 @@ def test_projection_has_no_key_and_star_expands() -> None:
         ("SELECT carrier NOT IN (SELECT carrier FROM airlines) AS x FROM flights", "NOT IN"),
         ("SELECT f.carrier FROM flights f LEFT JOIN airlines a ON f.carrier = a.carrier "
          "WHERE f.origin NOT IN (SELECT name FROM airlines)", "NOT IN"),
-        ("SELECT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights "
-         "GROUP BY month, dep_delay", "window function over GROUP BY"),
+        ("SELECT DISTINCT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights",
+         "window function over GROUP BY or DISTINCT"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3 OFFSET 1", "OFFSET"),
+        ("SELECT carrier, month, COUNT(*) AS n FROM flights GROUP BY ROLLUP (carrier, month)",
+         "ROLLUP, CUBE or GROUPING SETS"),
+        ("SELECT carrier, COUNT(*) AS n FROM flights GROUP BY carrier WITH CUBE",
+         "ROLLUP, CUBE or GROUPING SETS"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 100000", "LIMIT 100000"),
         ("SELECT x.carrier FROM (SELECT carrier FROM flights ORDER BY carrier LIMIT 3) x",
          "ORDER: top-K is maintained only at the top"),
@@ -103,3 +107,17 @@ def test_an_order_by_without_limit_is_dropped_and_parenthesized_branches_unwrapp
     nested = compile_view("v", "SELECT carrier FROM flights EXCEPT (SELECT carrier FROM "
                           "airlines EXCEPT SELECT origin FROM flights)", SCHEMAS)
     assert not nested.incremental and "not a SELECT block" in str(nested.reason)
+
+
+def test_a_window_over_grouped_rows_reads_them_from_a_derived_table() -> None:
+    plan = compile_view(
+        "v", "SELECT carrier, month, SUM(dep_delay) AS s, SUM(dep_delay) / SUM(SUM(dep_delay)) "
+        "OVER (PARTITION BY month) AS share, RANK() OVER (PARTITION BY month ORDER BY "
+        "COUNT(*) DESC) AS r FROM flights GROUP BY carrier, month", SCHEMAS)
+    assert plan.incremental, plan.reason
+    assert plan.columns == ("carrier", "month", "s", "share", "r")
+    assert (plan.root.operator, plan.root.law) == ("window", Law.AFFECTED_KEY_RECOMPUTE)
+    [derived] = plan.root.children
+    assert derived.operator == "derived table" and derived.children[0].operator == "aggregate"
+    # the window's parts are columns of the grouped rows: its function stays outside
+    assert "SUM(__grouped.__h" in plan.sql and "GROUP BY" not in plan.sql.split(") AS __grouped")[1]
