@@ -13,6 +13,7 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
@@ -101,6 +102,7 @@ def _top_k_plan(view: str, split: TopKQuery, query: exp.Query, original: exp.Que
     Its key is the declared one, else the inner query's when the view outputs it.
     """
     inner = compile_view(view, split.inner.sql("spark"), schemas, None, source_keys)
+    unordered = _unorderable(split, schemas)
     detail = f"{query.args['order'].sql('spark') if query.args.get('order') else ''} " \
              f"LIMIT {split.limit}".strip()
     chosen = tuple(key) if key else (
@@ -109,11 +111,12 @@ def _top_k_plan(view: str, split: TopKQuery, query: exp.Query, original: exp.Que
         raise SqlParseError(
             f"key {list(chosen)} is not among the output columns {list(split.outputs)}",
             view=view)
-    if not inner.incremental:
-        root = PlanNode("top-k", detail, Law.FULL_RECOMPUTE, reason=inner.reason,
+    reason = unordered or inner.reason
+    if reason is not None:
+        root = PlanNode("top-k", detail, Law.FULL_RECOMPUTE, reason=reason,
                         children=(inner.root,))
         return ViewPlan(view, query.sql("spark"), inner.sources, split.outputs, chosen, root,
-                        inner.reason, query, original)
+                        reason, query, original)
     rows = buffer_rows(split.limit)
     root = PlanNode("top-k", detail, Law.TOP_K, key=chosen, children=(inner.root,), state=(
         f"buffer of the best {rows:,} rows of the inner query (K = {split.limit:,}); "
@@ -121,6 +124,17 @@ def _top_k_plan(view: str, split: TopKQuery, query: exp.Query, original: exp.Que
     return ViewPlan(view, query.sql("spark"), inner.sources, split.outputs, chosen, root, None,
                     query, original,
                     TopKPlan(inner, split.outputs, split.order, split.limit, rows))
+
+
+def _unorderable(split: TopKQuery, schemas: Schemas) -> str | None:
+    """Why the top-K order cannot rank the inner rows: a column Spark cannot sort (MAP)."""
+    schema: dict[str, object] = {name: dict(columns) for name, columns in schemas.items()}
+    typed = annotate_types(split.inner.copy(), schema=schema, dialect="spark")
+    for select in typed.selects:
+        if select.type is not None and select.type.is_type(exp.DataType.Type.MAP):
+            return (f"top-K orders rows by every column, and Spark cannot sort "
+                    f"{select.alias_or_name} (a map)")
+    return None
 
 
 def _source_keys(view: str, source_keys: SourceKeys, schemas: Schemas) -> SourceKeys:

@@ -250,6 +250,9 @@ def _maintain_top_k(top: TopKPlan, inputs: Mapping[str, SourceInput],
     query at the old frontier first (a full scan).
     """
     kept = state if isinstance(state, TopKState) else None
+    if kept is not None and all(inputs[s].delta is None for s in top.inner.sources):
+        unchanged = with_weight(kept.buffer.select(*top.outputs).limit(0))
+        return Maintained(unchanged, kept, engine_reason="no source changed")
     inner = maintain(top.inner, inputs, kept.inner if kept is not None else None,
                      state_max_rows, read_max_rows, local)
     with _scope(top.inner, inputs, read_max_rows) as scope:

@@ -26,7 +26,6 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ivm.aggregate_state import AggregateState
-from ivm.errors import IvmError
 from ivm.plan import TopKPlan
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
 
@@ -36,9 +35,6 @@ _SIDE = "__side"
 _POSITION = "__position"
 _BEFORE = "__before"
 """The weight of the rows before a row in the total order (a running sum)."""
-MAX_FILLS = 8
-"""Most scans of one refill: each doubles the rows taken when the bound's equal rows run
-past K' (a buffer must hold K rows before its bound)."""
 
 
 @dataclass(frozen=True)
@@ -88,32 +84,44 @@ def order(top: TopKPlan) -> list[Column]:
 
 
 def fill(top: TopKPlan, rows: DataFrame) -> TopKState:
-    """The buffer of the inner query's rows ``rows`` (duplicates kept): a full scan of them.
+    """The buffer of the inner query's rows ``rows`` (duplicates kept): two or three scans.
 
     Takes the best K' rows (Spark's ``TakeOrderedAndProject``: a top-K per partition, then
-    merged); if there are K' of them, the last distinct row may have equal rows beyond, so
-    it becomes the bound and leaves the buffer.
-
-    Raises:
-        IvmError: The buffer cannot hold K rows before a bound (one row repeated more than
-            K' times 2^:data:`MAX_FILLS`).
+    merged). If there are K' of them, the last one may have equal rows beyond: they are
+    counted, and the best rows are taken again through every copy of it and one row more,
+    which becomes the bound.
     """
-    taken = top.buffer_rows
-    for _ in range(MAX_FILLS):
-        best = consolidate(with_weight(rows.orderBy(*order(top)).limit(taken), 1))
-        ranked = _ranked(top, best).localCheckpoint(eager=True)
-        stats = ranked.agg(F.coalesce(F.sum(WEIGHT), F.lit(0)), F.max(_POSITION)).first()
-        assert stats is not None
-        total, last = int(stats[0]), stats[1]
-        if total < taken:  # every inner row
-            return TopKState(_unranked(ranked), None)
-        buffer = ranked.where(F.col(_POSITION) < last)
-        kept = buffer.agg(F.coalesce(F.sum(WEIGHT), F.lit(0))).first()
-        if kept is not None and int(kept[0]) >= top.limit:
-            bound = ranked.where(F.col(_POSITION) == last)
-            return TopKState(_unranked(buffer), bound.select(*data_columns(best)))
-        taken *= 2
-    raise IvmError(f"top-K: no bound found within {taken:,} rows (a row repeated that often)")
+    best, total, last = _best(top, rows, top.buffer_rows)
+    if total < top.buffer_rows:  # every inner row
+        return TopKState(_unranked(best), None)
+    last_row = best.where(F.col(_POSITION) == last).select(*top.inner.columns)
+    stats = best.where(F.col(_POSITION) == last).select(_BEFORE).first()
+    assert stats is not None
+    through = int(stats[0]) + _count_equal(rows, last_row) + 1
+    best, total, last = _best(top, rows, through)
+    if total < through:  # no row after the last one's copies
+        return TopKState(_unranked(best), None)
+    bound = best.where(F.col(_POSITION) == last).select(*top.inner.columns)
+    return TopKState(_unranked(best.where(F.col(_POSITION) < last)), bound)
+
+
+def _best(top: TopKPlan, rows: DataFrame, count: int) -> tuple[DataFrame, int, int]:
+    """The best ``count`` rows as a ranked Z-set (checkpointed), their number, the last position."""
+    best = consolidate(with_weight(rows.orderBy(*order(top)).limit(count), 1))
+    ranked = _ranked(top, best).localCheckpoint(eager=True)
+    stats = ranked.agg(F.coalesce(F.sum(WEIGHT), F.lit(0)), F.max(_POSITION)).first()
+    assert stats is not None
+    return ranked, int(stats[0]), int(stats[1] or 0)
+
+
+def _count_equal(rows: DataFrame, row: DataFrame) -> int:
+    """How many of ``rows`` equal the one row ``row`` (NULL equal to NULL, as grouping)."""
+    names = [f"__equal{i}" for i in range(len(row.columns))]
+    other = F.broadcast(row.toDF(*names))  # fresh attributes: no self-join ambiguity
+    condition = F.lit(True)
+    for column, name in zip(row.columns, names, strict=True):
+        condition = condition & rows[column].eqNullSafe(F.col(name))
+    return rows.join(other, on=condition, how="left_semi").count()
 
 
 def advance(top: TopKPlan, state: TopKState, delta: DataFrame,
@@ -163,11 +171,12 @@ def _unranked(ranked: DataFrame) -> DataFrame:
 def _before_bound(top: TopKPlan, delta: DataFrame, bound: DataFrame) -> DataFrame:
     """The rows of ``delta`` strictly before ``bound`` in the total order.
 
-    The bound is ranked among them, after any row equal to it (``__side``).
+    The bound is ranked among them, before any row equal to it (``__side`` descending):
+    rows equal to the bound are not in the buffer, nor are their changes.
     """
     sides = delta.withColumn(_SIDE, F.lit(0)).unionByName(
         bound.withColumn(WEIGHT, F.lit(0).cast("bigint")).withColumn(_SIDE, F.lit(1)))
-    window = Window.orderBy(*order(top), F.col(_SIDE))
+    window = Window.orderBy(*order(top), F.col(_SIDE).desc())
     ranked = sides.withColumn(_POSITION, F.row_number().over(window))
     limit = ranked.where(F.col(_SIDE) == 1).select(F.col(_POSITION).alias("__limit"))
     kept = ranked.crossJoin(limit).where(F.col(_POSITION) < F.col("__limit"))

@@ -46,8 +46,7 @@ class ViewStates:
             return None
         kept = self._kept.get(view)
         if kept is not None and kept[0] == sql and kept[1] == dict(frontier):
-            held_on_driver = isinstance(kept[2], AggregateState) and kept[2].table is not None
-            return kept[2] if on_driver or not held_on_driver else None
+            return kept[2] if on_driver or not _held_on_driver(kept[2]) else None
         if self.store is None:
             return None
         try:
@@ -82,6 +81,12 @@ class ViewStates:
         except Exception as error:  # a cache: any error of Arrow, Spark or the storage
             _LOG.warning("aggregate state of %s not written to the warehouse: %s", view,
                          _first_line(error))
+
+
+def _held_on_driver(state: AggregateState | TopKState) -> bool:
+    """Whether the state, or the aggregate state inside a top-K buffer, is on the driver."""
+    aggregate = state.inner if isinstance(state, TopKState) else state
+    return aggregate is not None and aggregate.table is not None
 
 
 def _first_line(error: Exception) -> str:

@@ -92,6 +92,24 @@ def test_a_row_repeated_across_the_bound(spark: SparkSession) -> None:
     assert refills[0] is False and refills[1] is True  # 6 copies to 1: short
 
 
+def test_a_row_repeated_far_more_often_than_the_buffer_holds(spark: SparkSession) -> None:
+    """600 equal best rows and K' = 2: the buffer takes every copy, the next row is the bound."""
+    plan = _plan("SELECT v, g FROM t ORDER BY v LIMIT 1", buffer_rows=2)
+    start = [_row(1, 1)] * 600 + [_row(2, 2), _row(3, 3)]
+    steps = [start + [_row(1, 1)], [_row(2, 2), _row(3, 3), _row(1, 2, "b")]]
+    assert _ticks(spark, plan, [start, *steps]) == [False, True]
+
+
+def test_a_change_to_the_bound_row_reads_nothing_more(spark: SparkSession) -> None:
+    """The bound group's old row (-1) equals the bound: it is not in the buffer, no refill."""
+    plan = _plan("SELECT g, SUM(v) AS s FROM t GROUP BY g ORDER BY s DESC LIMIT 1",
+                 buffer_rows=2)
+    start = [_row(1, 10, "a"), _row(2, 5, "b"), _row(3, 3, "c"), _row(4, 1, "d")]
+    steps = [start[:2] + [_row(3, 2, "c"), start[3]],  # c (the bound) goes from 3 to 2
+             start[1:2] + [_row(3, 2, "c")]]  # a and d leave: 1 row left, no bound row
+    assert _ticks(spark, plan, [start, *steps]) == [False, False]
+
+
 def test_an_aggregate_ordered_by_a_sum_with_nulls(spark: SparkSession) -> None:
     plan = _plan("SELECT g, SUM(d) AS s, COUNT(*) AS n FROM t GROUP BY g "
                  "ORDER BY s DESC NULLS LAST, g LIMIT 2", buffer_rows=3)

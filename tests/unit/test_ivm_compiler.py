@@ -121,3 +121,11 @@ def test_a_window_over_grouped_rows_reads_them_from_a_derived_table() -> None:
     assert derived.operator == "derived table" and derived.children[0].operator == "aggregate"
     # the window's parts are columns of the grouped rows: its function stays outside
     assert "SUM(__grouped.__h" in plan.sql and "GROUP BY" not in plan.sql.split(") AS __grouped")[1]
+
+
+def test_a_top_k_over_a_map_column_is_recomputed() -> None:
+    """Spark cannot sort a map, and the top-K law orders rows by every column."""
+    schemas = {"t": {"k": "int", "m": "map<string,int>"}}
+    plan = compile_view("v", "SELECT k, m FROM t ORDER BY k LIMIT 3", schemas)
+    assert not plan.incremental and "cannot sort m (a map)" in str(plan.reason)
+    assert compile_view("v", "SELECT k FROM t ORDER BY k LIMIT 3", schemas).incremental
