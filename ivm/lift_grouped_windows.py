@@ -9,8 +9,8 @@ by recomputing the partitions the grouped rows' delta touches.
 
 Inside a window's parts, each aggregate that is not the window function itself (the inner
 ``SUM`` of ``SUM(SUM(x)) OVER (...)``) and each column outside an aggregate (a grouping
-column) becomes a column of the derived table. Blocks with DISTINCT or grouping sets are
-left alone (the compiler names them).
+column) becomes a column of the derived table. Blocks with DISTINCT, grouping sets or
+QUALIFY are left alone (the compiler names them).
 
 A pure function over a qualified sqlglot tree, in the style of sqlglot's optimizer rules.
 """
@@ -43,6 +43,7 @@ def lift_grouped_windows(query: exp.Query) -> exp.Query:
 def _applies(select: exp.Select) -> bool:
     return (bool(windows(select)) and group_expressions(select) is not None
             and not select.args.get("distinct") and not has_grouping_sets(select)
+            and select.args.get("qualify") is None
             and not any(isinstance(n, exp.Window) for n in _clauses(select)))
 
 
