@@ -263,9 +263,9 @@ def _maintain_top_k(top: TopKPlan, inputs: Mapping[str, SourceInput],
         advanced = advance_top_k(top, kept, inner.rows, lambda: rows("new"))
     reason = "the top-K law runs on Spark" + (
         " (the buffer ran short: refilled from the sources)" if advanced.refilled else "")
-    state = TopKState(advanced.state.buffer, advanced.state.bound,
-                      inner.state if isinstance(inner.state, AggregateState) else None)
-    return Maintained(advanced.delta, state, engine_reason=reason)
+    inner_state = inner.state if isinstance(inner.state, AggregateState) else None
+    return Maintained(advanced.delta, replace(advanced.state, inner=inner_state),
+                      engine_reason=reason)
 
 
 def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:

@@ -48,7 +48,6 @@ class Outcome:
     Attributes:
         incremental: Whether the view compiled to an incremental plan (else nothing ran).
         reason: Why not, when it is not.
-        laws: The plan's laws, root first.
         ticks: Ticks checked against a recompute.
         engines: The engines the ticks ran on.
         failure: The first disagreement or error, or None.
@@ -56,7 +55,6 @@ class Outcome:
 
     incremental: bool
     reason: str | None = None
-    laws: tuple[str, ...] = ()
     ticks: int = 0
     engines: set[str] = field(default_factory=set)
     failure: str | None = None
@@ -75,7 +73,7 @@ def run_case(spark: SparkSession, case: Case) -> Outcome:
         return Outcome(False, plan.reason)
     if plan.top_k is not None:  # the smallest buffer: bounds, trims and refills at every tick
         plan = replace(plan, top_k=replace(plan.top_k, buffer_rows=plan.top_k.limit + 1))
-    outcome = Outcome(True, laws=tuple(_laws(plan)))
+    outcome = Outcome(True)
     first = _inputs(spark, plan, case.snapshots[0], None, local=False)
     expected = _multiset(recompute(plan, first).collect())  # raises on a generator fault
     try:
@@ -163,15 +161,6 @@ def _difference(view: Mapping[tuple[object, ...], int],
     extra.subtract(expected)
     missing.subtract(view)
     return f"rows too many {dict(+extra)}, rows missing {dict(+missing)}"
-
-
-def _laws(plan: ViewPlan) -> list[str]:
-    laws, nodes = [], [plan.root]
-    while nodes:
-        node = nodes.pop(0)
-        laws.append(str(node.law))
-        nodes.extend(node.children)
-    return laws
 
 
 def _first_line(error: Exception) -> str:

@@ -61,7 +61,7 @@ def _smaller_sql(sql: str) -> Iterator[str]:
     for node in list(tree.find_all(exp.And, exp.Or)):
         for kept in (node.left, node.right):
             smaller = tree.copy()
-            target = next(n for n in smaller.find_all(type(node)) if n == node)
+            target: exp.Expr = next(n for n in smaller.find_all(type(node)) if n == node)
             if isinstance(target.parent, exp.Paren):
                 target = target.parent
             target.replace(kept.copy())

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import sqlglot
+from sqlglot import exp
 
 from tests.fuzz.schema import TABLES, Column
 
@@ -217,7 +218,9 @@ def _top_k(rnd: random.Random) -> str:
         where = _where(rnd, refs, 0.5)
         return f"SELECT o.amount AS c0 FROM orders o{where} ORDER BY {order} {limit}"
     inner = rnd.choice([_select, _aggregate, _distinct, _set_operation])(rnd)
-    width = len(sqlglot.parse_one(inner, read="spark").selects)
+    parsed = sqlglot.parse_one(inner, read="spark")
+    assert isinstance(parsed, exp.Query)
+    width = len(parsed.selects)
     terms = [f"{position} {rnd.choice(['ASC', 'DESC'])}"
              f"{rnd.choice(['', ' NULLS FIRST', ' NULLS LAST'])}"
              for position in rnd.sample(range(1, width + 1), rnd.randint(1, width))]
