@@ -1,10 +1,13 @@
-"""The aggregate state on the driver: an Arrow table, advanced without Spark.
+"""The aggregate state on the driver: an Arrow table, advanced by the local engine.
 
 Most aggregate views have few groups (a dashboard's dimensions), so their state fits
-the driver's memory. A tick then runs one Spark query, the block's input delta,
-collected (large changes are aggregated by Spark first); the rest is done here: the delta's
-partial aggregate (:func:`change_aggregate`), a hash join of its groups against the
-state's, and exact addition of their sums and counts (:func:`advance`).
+the driver's memory. A tick then runs at most one Spark query, the block's input delta
+(none when the local engine computes it, :mod:`ivm.driver_delta`); the delta's partial
+aggregate (:func:`change_aggregate`) and its addition to the affected groups' sums and
+counts (:func:`advance`) are SQL run on DuckDB (:func:`ivm.local_engine.run_sql`) over the
+Arrow tables. Every sum is computed in the type of Spark's ``SUM``, so where DuckDB stops
+on an overflow (Spark wraps a bigint and makes a decimal NULL) the function answers why,
+and Spark takes the tick.
 
 State columns as in :mod:`ivm.aggregate_state`: ``__g*`` the grouping values, ``__s*``
 the sums (bigint, or a decimal in the type of Spark's ``SUM``), ``__c*`` and ``__n``
@@ -13,7 +16,7 @@ the counts (bigint).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +32,7 @@ from ivm.aggregate_form import (
     AggregateForm,
 )
 from ivm.errors import IvmError
+from ivm.local_engine import run_sql
 from ivm.zset import WEIGHT
 
 DRIVER_DELTA_MAX_ROWS = 1_000_000
@@ -38,12 +42,11 @@ the driver and aggregated there; a larger one is aggregated by Spark first."""
 DRIVER_STATE_MAX_ROWS = 250_000
 """Default for the largest aggregate state (in groups) kept on the driver.
 
-A tick costs the driver a pass over the state (about 5 ms per 100,000 groups) and the
-state's memory (tens of bytes per group); larger states stay on Spark.
+A tick costs the driver a pass over the state and the state's memory (tens of bytes per
+group); larger states stay on Spark.
 """
 
-_STATE_POSITION = "__state_position"
-_CHANGE_POSITION = "__change_position"
+_POSITION = "__position"
 
 
 @dataclass(frozen=True)
@@ -75,49 +78,77 @@ def supports(state: pa.Schema) -> bool:
                for field in state if field.name.startswith(GROUP_PREFIX))
 
 
-def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table:
-    """The input delta's partial aggregate in Arrow (as its Spark namesake computes it).
+def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table | str:
+    """The input delta's partial aggregate, as its Spark namesake computes it.
 
     Args:
         form: The aggregate block.
         delta: The block's input rows' delta, collected: ``__g*``, ``__a*``, ``_weight``.
 
     Returns:
-        One row per group of ``delta`` (NULL is a group): ``__g*``, per argument its signed
-        sum ``__s<j>`` (if summed; 0 when none) and count ``__c<j>`` of non-null values,
-        and ``__n`` the sum of the weights. Decimals are summed in 76 digits (an overflow
-        would take 10^38 rows), wider than the state's: :func:`advance` casts them to its
-        types.
+        One row per group of ``delta`` with a row of nonzero weight (NULL is a group):
+        ``__g*``, per argument its weighted sum ``__s<j>`` (if summed: ``decimal(38, s)``
+        for a decimal, bigint for an integer; 0 when none) and weighted count ``__c<j>``
+        of non-null values, and ``__n`` the sum of the weights (bigint); or why Spark
+        must aggregate the delta (a sum overflows those types).
     """
-    weights = delta[WEIGHT].to_numpy(zero_copy_only=False)
-    rows = delta.take(pa.array(np.repeat(np.arange(delta.num_rows), np.abs(weights))))
-    sign = pa.array(np.repeat(np.sign(weights), np.abs(weights)).astype(np.int64))
-    groups = [f"{GROUP_PREFIX}{i}" for i in range(len(form.groups))]
-    columns = {name: rows[name] for name in groups} or {"__global": pa.nulls(len(sign))}
-    aggregates = []
+    weight = _quoted(WEIGHT)
+    stats: list[str] = []
+    bounds: dict[str, float] = {}
     for j, summed in enumerate(form.summed):
-        value = rows[f"{ARG_PREFIX}{j}"]
-        if summed:  # an integer is negated as bigint: -(-2^31) does not fit an int
-            wide = value.cast(_summand_type(value.type))
-            columns[f"{SUM_PREFIX}{j}"] = pc.if_else(pc.greater(sign, 0), wide, pc.negate(wide))
-            aggregates.append((f"{SUM_PREFIX}{j}", "sum"))
-        columns[f"{COUNT_PREFIX}{j}"] = pc.if_else(pc.is_null(value), 0, sign)
-        aggregates.append((f"{COUNT_PREFIX}{j}", "sum"))
-    columns[ROWS] = sign
-    aggregates.append((ROWS, "sum"))
-    table = pa.table(columns)
-    keys = groups or ["__global"]
-    summed_up = table.group_by(keys, use_threads=False).aggregate(aggregates)
-    totals = {name: pc.fill_null(summed_up[f"{name}_sum"], 0) for name, _ in aggregates}
-    return pa.table({**{name: summed_up[name] for name in groups}, **totals})
+        value = _quoted(f"{ARG_PREFIX}{j}")
+        if summed:
+            arg = delta.schema.field(f"{ARG_PREFIX}{j}").type
+            total, bound = _sum(value, arg, f"{SUM_PREFIX}{j}", weight=weight)
+            stats += [total, bound]
+            bounds[_bound(f"{SUM_PREFIX}{j}")] = _limit(arg)
+        stats.append(f"CAST(COALESCE(SUM(CASE WHEN {value} IS NULL THEN 0 ELSE {weight} END),"
+                     f" 0) AS BIGINT) AS {_quoted(f'{COUNT_PREFIX}{j}')}")
+    stats.append(f"CAST(COALESCE(SUM({weight}), 0) AS BIGINT) AS {_quoted(ROWS)}")
+    groups = [_quoted(f"{GROUP_PREFIX}{i}") for i in range(len(form.groups))]
+    sql = (f"SELECT {', '.join([*groups, *stats])} FROM delta WHERE {weight} <> 0"
+           f"{_group_by(groups)} HAVING COUNT(*) > 0")
+    return _bounded(run_sql(sql, {"delta": delta}), bounds)
 
 
-def _summand_type(arg: pa.DataType) -> pa.DataType:
-    """The type in which an argument's values are negated and summed, exactly."""
-    return pa.decimal256(76, arg.scale) if pa.types.is_decimal(arg) else pa.int64()
+def _sum(value: str, arg: pa.DataType, name: str, target: str | None = None,
+         weight: str | None = None) -> tuple[str, str]:
+    """SQL of the sum of ``value`` (of type ``arg``, times ``weight`` if given), and its bound.
+
+    The sum is computed in 38 digits (a decimal) or 128 bits (an integer) and cast to
+    ``target`` (default: 38 digits, or bigint), where DuckDB stops on an overflow. Its
+    bound, the sum of the values' magnitudes as doubles, is checked by :func:`_bounded`:
+    DuckDB 1.5 adds the partial sums of separate chunks without an overflow check.
+    """
+    wide = f"DECIMAL(38, {arg.scale})" if pa.types.is_decimal(arg) else "HUGEINT"
+    target = target or ("BIGINT" if wide == "HUGEINT" else wide)
+    times = f" * {weight}" if weight else ""
+    total = (f"CAST(COALESCE(SUM(CAST({value} AS {wide}){times}), 0) AS {target}) "
+             f"AS {_quoted(name)}")
+    return total, f"SUM(ABS(CAST({value} AS DOUBLE){times})) AS {_quoted(_bound(name))}"
 
 
-def advance(state: pa.Table, change: pa.Table, is_global: bool) -> DriverAdvanced:
+def _bound(name: str) -> str:
+    return f"{name}__bound"
+
+
+def _limit(arg: pa.DataType) -> float:
+    """The magnitude under which a sum's partial sums all fit 38 digits (128 bits)."""
+    return 10.0 ** (38 - (arg.scale if pa.types.is_decimal(arg) else 0))
+
+
+def _bounded(rows: pa.Table | str, bounds: dict[str, float]) -> pa.Table | str:
+    """``rows`` without their bound columns, or why Spark must sum: a bound at its limit."""
+    if isinstance(rows, str):
+        return rows
+    for name, limit in bounds.items():
+        largest = pc.max(rows[name]).as_py()
+        if largest is not None and largest >= limit / 2:
+            return f"{name.removesuffix('__bound')} near the range of its type"
+    return rows.drop_columns(list(bounds))
+
+
+def advance(state: pa.Table, change: pa.Table, is_global: bool) -> DriverAdvanced | str:
     """Add the change's partial aggregate to the state.
 
     Args:
@@ -127,104 +158,95 @@ def advance(state: pa.Table, change: pa.Table, is_global: bool) -> DriverAdvance
         is_global: The view aggregates without GROUP BY: its one group stays at zero rows.
 
     Returns:
-        The state at the new frontier and the affected groups before and after.
-
-    Raises:
-        IvmError: A decimal sum overflows its type.
+        The state at the new frontier and the affected groups before and after; or why
+        Spark must advance the state: a sum overflows the state's type (a bigint Spark
+        wraps, a decimal Spark makes NULL).
     """
-    try:
-        change = change.select(state.column_names).cast(state.schema)
-    except pa.ArrowInvalid as error:  # Spark's SUM would be NULL here (outside ANSI mode)
-        raise IvmError(f"the change's sums overflow the aggregate state's types: {error}"
-                       ) from error
-    groups = [name for name in state.column_names if name.startswith(GROUP_PREFIX)]
-    in_state, in_change = _matches(state, change, groups)
-    before = state.take(pa.array(in_state, pa.int64()))
-    summed = _added(before, change.take(pa.array(in_change, pa.int64())), groups)
-    new_groups = np.ones(change.num_rows, dtype=bool)
-    new_groups[in_change] = False
-    after = pa.concat_tables([summed, change.filter(pa.array(new_groups))])
+    if change.num_rows == 0:
+        return DriverAdvanced(state, state.slice(0, 0), state.slice(0, 0))
+    affected = _affected(state, change)
+    before = state.filter(affected)
+    after = _summed(state.schema, ["before", "change"], {"before": before, "change": change})
+    if isinstance(after, str):
+        return after
+    after = after.cast(state.schema)
     kept = after if is_global else after.filter(pc.not_equal(after[ROWS], 0))
-    untouched = np.ones(state.num_rows, dtype=bool)
-    untouched[in_state] = False
-    rows = pa.concat_tables([state.filter(pa.array(untouched)), kept]).combine_chunks()
+    rows = pa.concat_tables([state.filter(pc.invert(affected)), kept]).combine_chunks()
     return DriverAdvanced(rows, before, after)
 
 
-def with_changes(state: pa.Table, changes: Sequence[pa.Table]) -> pa.Table:
-    """``state`` plus the partial aggregates ``changes`` (:func:`advance` in turn).
+def _affected(state: pa.Table, change: pa.Table) -> pa.Array:
+    """Whether each state row's group occurs in ``change`` (NULL matches NULL, as in GROUP BY).
 
-    The driver form of :func:`ivm.aggregate_state.with_changes`.
+    A semi join on DuckDB of the grouping columns alone; the state's rows are then taken
+    by position, without a pass of DuckDB over their sums.
+    """
+    groups = [name for name in state.column_names if name.startswith(GROUP_PREFIX)]
+    if not groups:  # the one global group
+        return pa.array(np.full(state.num_rows, True))
+    keys = state.select(groups).append_column(_POSITION, pa.array(np.arange(state.num_rows)))
+    matched = " AND ".join(f"s.{_quoted(g)} IS NOT DISTINCT FROM c.{_quoted(g)}"
+                           for g in groups)
+    rows = run_sql(f"SELECT s.{_POSITION} FROM state s SEMI JOIN change c ON {matched}",
+                   {"state": keys, "change": change.select(groups)})
+    assert not isinstance(rows, str), "a join stops on no value"
+    mask = np.full(state.num_rows, False)
+    mask[rows[_POSITION].to_numpy()] = True
+    return pa.array(mask)
+
+
+def with_changes(state: pa.Table, changes: Sequence[pa.Table]) -> pa.Table:
+    """``state`` plus the partial aggregates ``changes``: the state they lead to.
+
+    The driver form of :func:`ivm.aggregate_state.with_changes`: sums and counts add up
+    group by group; a group whose row count reaches 0 leaves the state, except the one
+    group of a global aggregate.
 
     Raises:
-        IvmError: A decimal sum overflows its type.
+        IvmError: A sum overflows its type in the state.
     """
-    is_global = not any(name.startswith(GROUP_PREFIX) for name in state.column_names)
-    for change in changes:
-        state = advance(state, change, is_global).state
-    return state
+    if not changes:
+        return state
+    names = [f"part{i}" for i in range(len(changes) + 1)]
+    rows = _summed(state.schema, names, dict(zip(names, [state, *changes], strict=True)))
+    if isinstance(rows, str):
+        raise IvmError(f"the stored aggregate state cannot be added up on the driver: {rows}")
+    if any(name.startswith(GROUP_PREFIX) for name in state.column_names):
+        rows = rows.filter(pc.not_equal(rows[ROWS], 0))
+    return rows.cast(state.schema)
 
 
-def _matches(state: pa.Table, change: pa.Table, groups: Sequence[str]
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the state rows and change rows of the same group, pairwise.
+def _summed(schema: pa.Schema, parts: Sequence[str], tables: Mapping[str, pa.Table]
+            ) -> pa.Table | str:
+    """The state rows of ``parts`` added up group by group, in ``schema``'s types.
 
-    A hash join on the grouping columns, null-safe: NULL matches NULL, as GROUP BY puts
-    NULLs in one group.
+    Returns:
+        One row per group; or why Spark must add them: a sum overflows its state type.
     """
-    if not groups:  # the one global group
-        pairs = min(state.num_rows, change.num_rows)
-        return np.arange(pairs), np.arange(pairs)
-    left, right = _null_safe_keys(state, change, groups)
-    left = left.append_column(_STATE_POSITION, pa.array(np.arange(state.num_rows)))
-    right = right.append_column(_CHANGE_POSITION, pa.array(np.arange(change.num_rows)))
-    joined = left.join(right, keys=left.column_names[:-1], join_type="inner",
-                       use_threads=False)
-    return (joined[_STATE_POSITION].to_numpy().astype(np.int64),
-            joined[_CHANGE_POSITION].to_numpy().astype(np.int64))
+    groups = [_quoted(f.name) for f in schema if f.name.startswith(GROUP_PREFIX)]
+    stats: list[str] = []
+    bounds: dict[str, float] = {}
+    for field in schema:
+        if not field.name.startswith(GROUP_PREFIX):
+            stats += _sum(_quoted(field.name), field.type, field.name, _state_type(field.type))
+            bounds[_bound(field.name)] = _limit(field.type)
+    names = ", ".join(_quoted(f.name) for f in schema)
+    rows = " UNION ALL ".join(f"SELECT {names} FROM {part}" for part in parts)
+    sql = (f"SELECT {', '.join([*groups, *stats])} FROM ({rows}){_group_by(groups)}"
+           " HAVING COUNT(*) > 0")
+    return _bounded(run_sql(sql, tables), bounds)
 
 
-def _null_safe_keys(state: pa.Table, change: pa.Table, groups: Sequence[str]
-                    ) -> tuple[pa.Table, pa.Table]:
-    """Join keys on which equality is null-safe.
-
-    A column holding NULLs becomes two: its values with NULL replaced by one of its
-    values, and whether it was NULL.
-    """
-    left: dict[str, pa.ChunkedArray] = {}
-    right: dict[str, pa.ChunkedArray] = {}
-    for name in groups:
-        mine, theirs = state[name], change[name]
-        if mine.null_count == 0 and theirs.null_count == 0:
-            left[name], right[name] = mine, theirs
-            continue
-        valid = pc.drop_null(pa.chunked_array(mine.chunks + theirs.chunks, mine.type))
-        for keys, column in ((left, mine), (right, theirs)):
-            keys[f"{name}__null"] = pc.is_null(column)
-            if len(valid):
-                keys[name] = pc.fill_null(column, valid[0])
-    return pa.table(left), pa.table(right)
+def _state_type(data_type: pa.DataType) -> str:
+    """The DuckDB type of a sum or count column of the state."""
+    if pa.types.is_decimal(data_type):
+        return f"DECIMAL({data_type.precision}, {data_type.scale})"
+    return "BIGINT"
 
 
-def _added(before: pa.Table, change: pa.Table, groups: Sequence[str]) -> pa.Table:
-    """Each group's state plus its change: grouping columns kept, statistics added."""
-    columns = [before[name] if name in groups else _sum(before[name], change[name], name)
-               for name in before.column_names]
-    return pa.Table.from_arrays(columns, schema=before.schema)
+def _group_by(groups: Sequence[str]) -> str:
+    return f" GROUP BY {', '.join(groups)}" if groups else ""
 
 
-def _sum(state: pa.ChunkedArray, change: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
-    """Exact addition in the state column's type.
-
-    bigint wraps on overflow, as Spark's ``SUM`` does outside ANSI mode; a decimal adds
-    in 256 bits (its precision + 1 may exceed 38) and must fit its type again.
-    """
-    if not pa.types.is_decimal(state.type):
-        return pc.add(state, change)
-    wide = pa.decimal256(state.type.precision, state.type.scale)
-    total = pc.add(state.cast(wide), change.cast(wide))
-    try:
-        return total.cast(state.type)
-    except pa.ArrowInvalid as error:
-        raise IvmError(f"the aggregate state's {name} overflows {state.type}: {error}"
-                       ) from error
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

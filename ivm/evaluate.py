@@ -229,15 +229,20 @@ def maintain(
         if state is None:
             return Maintained(consolidate(_delta(scope, plan.query)),
                               engine_reason=_spark_reason(plan, state))
+        reason = _spark_reason(plan, state)
         if state.table is not None:
             schema = state.schema or _view_schema(scope, plan, inputs)
-            return _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
+            on_driver = _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
+            if isinstance(on_driver, Maintained):
+                return on_driver
+            reason, state = on_driver, _build(scope, form, "old", 0)  # the state moves to Spark
+            assert state is not None, "its arguments were typed exact when it was built"
         schema = _as_written(scope, plan).schema
         advanced = advance(form, state, _delta(scope, form.rows()))
         sides = [with_weight(_output(scope, form, advanced.state.arg_types, rows, schema), weight)
                  for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
         return Maintained(consolidate(sides[0].union(sides[1])), advanced.state,
-                          engine_reason=_spark_reason(plan, state))
+                          engine_reason=reason)
 
 
 def _maintain_top_k(top: TopKPlan, inputs: Mapping[str, SourceInput],
@@ -626,34 +631,27 @@ def _build(scope: _Scope, form: AggregateForm, role: str, driver_max_rows: int
 
 
 def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState,
-                       schema: StructType, max_rows: int) -> Maintained:
+                       schema: StructType, max_rows: int) -> Maintained | str:
     """A tick of a state held on the driver: at most one Spark query, the block's input delta.
 
-    The block's input delta is evaluated in Arrow when it can be (:func:`_rows_on_driver`:
-    no Spark job); else collected from Spark and aggregated in Arrow when the change feeds
+    The block's input delta is evaluated by the local engine when it can be
+    (:func:`_rows_on_driver`: no Spark job); else collected from Spark when the change feeds
     are in Arrow and at most ``DRIVER_DELTA_MAX_ROWS`` rows; otherwise Spark aggregates
-    them first.
+    them first. Its partial aggregate and the state's advance run on the local engine
+    (:mod:`ivm.driver_state`).
 
     Returns:
         The view's delta in Arrow, and the new state (None once it has more than
-        ``max_rows`` groups: the next tick builds it again, on Spark).
+        ``max_rows`` groups: the next tick builds it again, on Spark); or why the state
+        must move to Spark: a sum overflows where DuckDB stops and Spark does not.
     """
     assert state.table is not None
     outputs = driver_output.plain_outputs(form)
     assert outputs is not None
-    change_rows = _local_change_rows(scope)
-    small = not isinstance(change_rows, str)
-    local = _rows_on_driver(scope, form.rows(), state) if small else change_rows
-    engine: Engine = "local"
-    if not isinstance(local, str):  # no Spark job
-        change = driver_state.change_aggregate(form, local)
-        reason = (f"a change of {change_rows:,} rows; a state of {state.table.num_rows:,} "
-                  f"groups on the driver")
-    else:  # small: one Spark job, no shuffle; else Spark aggregates the change first
-        engine, reason, rows = "spark", local, _delta(scope, form.rows())
-        change = (driver_state.change_aggregate(form, to_arrow(rows)) if small
-                  else to_arrow(change_aggregate(form, rows, state.arg_types)))
+    change, engine, reason = _change_aggregate_on_driver(scope, form, state)
     advanced = driver_state.advance(state.table, change, form.is_global)
+    if isinstance(advanced, str):
+        return f"the aggregate state's sums, on Spark: {advanced}"
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, _columns(schema))
     kept = (AggregateState(state.arg_types, table=advanced.state, schema=schema, change=change)
@@ -661,6 +659,34 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
     return Maintained(state=kept, arrow=rows, schema=weighted_schema, engine=engine,
                       engine_reason=reason)
+
+
+def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
+                                ) -> tuple[pa.Table, Engine, str]:
+    """The partial aggregate of the block's input delta, in Arrow, and the engine that ran it.
+
+    The local engine computes the delta and aggregates it when it can; else Spark computes
+    the delta, collected as rows when the change is small (the local engine aggregates
+    them) or aggregated by Spark first.
+    """
+    assert state.table is not None
+    change_rows = _local_change_rows(scope)
+    if isinstance(change_rows, int):
+        local = _rows_on_driver(scope, form.rows(), state)
+        change = (driver_state.change_aggregate(form, local) if isinstance(local, pa.Table)
+                  else local)
+        if isinstance(change, pa.Table):
+            return change, "local", (f"a change of {change_rows:,} rows; a state of "
+                                     f"{state.table.num_rows:,} groups on the driver")
+        reason = change
+    else:
+        reason = change_rows
+    rows = _delta(scope, form.rows())
+    change = driver_state.change_aggregate(form, to_arrow(rows)) if isinstance(
+        change_rows, int) else reason
+    if isinstance(change, str):
+        change = to_arrow(change_aggregate(form, rows, state.arg_types))
+    return change, "spark", reason
 
 
 def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState

@@ -25,7 +25,7 @@ from sqlglot import exp
 from ivm.key_ranges import join_columns
 from ivm.spark_types import NODE_TYPES, Columns, RefusedError, require, typed
 
-__all__ = ["refusal", "run", "select"]
+__all__ = ["refusal", "run", "run_sql", "select"]
 
 THREADS = 1
 """DuckDB threads of the local engine. A tick's terms are small by the engine rule
@@ -130,6 +130,31 @@ def run(query: exp.Select, tables: Mapping[str, pa.Table]) -> pa.Table | str:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return "an output outside the type Spark gives it"
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def run_sql(sql: str, tables: Mapping[str, pa.Table]) -> pa.Table | str:
+    """Run DuckDB ``sql`` whose every expression is typed as Spark types it, over ``tables``.
+
+    For SQL the caller wrote in Spark's types (casts to the type of Spark's ``SUM``, say),
+    where DuckDB stopping on a value is the only way its answer could differ from Spark's.
+
+    Args:
+        sql: A DuckDB query reading the relations named in ``tables``.
+        tables: The Arrow table each relation name reads.
+
+    Returns:
+        The query's rows; or, when DuckDB stopped on a value (an overflow Spark would wrap
+        or make NULL), why Spark must compute them.
+    """
+    cursor = _cursor()
+    try:
+        for name, table in tables.items():
+            cursor.register(name, table)
+        return cursor.sql(sql).to_arrow_table()
+    except duckdb.DataError as error:  # a conversion or an arithmetic overflow
+        return f"a value Spark computes otherwise ({type(error).__name__})"
+    finally:
+        cursor.close()
 
 
 def _rewritten(query: exp.Select, tables: Mapping[str, pa.Table]

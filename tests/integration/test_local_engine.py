@@ -299,3 +299,28 @@ def test_a_small_change_to_a_one_table_aggregate_runs_no_spark_job(spark: SparkS
         view[normal_row(list(row.values())[:-1])] += row["_weight"]
     assert +view == multiset(recompute(plan, inputs).collect())
     assert delta.num_rows > 0
+
+
+def test_a_sum_past_bigint_moves_the_driver_state_to_spark(spark: SparkSession) -> None:
+    """DuckDB stops where Spark wraps a bigint sum: Spark takes the state and the tick."""
+    schema = "g string, x bigint"
+    old = pa.table({"g": ["a", "a", "b"], "x": pa.array([2 ** 62, 2 ** 62 - 10, 5], pa.int64())})
+    inserted = pa.table({"g": ["a", "b"], "x": pa.array([100, 1], pa.int64())})
+    change = inserted.append_column("_weight", pa.array([1, 1], pa.int64()))
+    new = pa.concat_tables([old, inserted])
+    plan = compile_view("v", "SELECT g, SUM(x) AS s, COUNT(*) AS n FROM t GROUP BY g",
+                        {"t": {"g": "string", "x": "bigint"}})
+    old_frame, new_frame = arrow_frame(spark, old, schema), arrow_frame(spark, new, schema)
+    loaded = reload(plan, {"t": SourceInput(old_frame)})
+    assert loaded.state is not None and loaded.state.table is not None, "state on the driver"
+    inputs = {"t": SourceInput(new_frame, old_frame,
+                               arrow_frame(spark, change, f"{schema}, _weight bigint"), change)}
+    maintained = maintain(plan, inputs, loaded.state)
+    assert maintained.state is not None and maintained.state.rows is not None, "on Spark"
+    assert maintained.engine == "spark" and "sums, on Spark" in maintained.engine_reason
+    view = multiset(loaded.rows.collect())
+    for row in maintained.to_arrow().to_pylist():
+        view[normal_row(list(row.values())[:-1])] += row["_weight"]
+    expected = multiset(recompute(plan, inputs).collect())
+    assert +view == expected
+    assert any(row[1] < 0 for row in expected), "Spark wrapped the sum past 2^63"
