@@ -21,6 +21,7 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 from ivm.aggregate_form import invertible
 from ivm.checks import find_reason
 from ivm.errors import SqlParseError
+from ivm.expand_grouping_sets import expand_grouping_sets
 from ivm.isolate_outer_join import isolate_outer_joins
 from ivm.keys import SourceKeys, annotate, block_key, item_key, output_key
 from ivm.laws import Law
@@ -191,7 +192,8 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
     qualified = unwrap_branches(qualified)
     written = qualified.copy()
     unnested = unnest_subqueries(unnest_not_in(_inline_ctes(qualified)))
-    return isolate_outer_joins(lift_grouped_windows(merge_subqueries(unnested))), written
+    lifted = lift_grouped_windows(merge_subqueries(unnested))
+    return isolate_outer_joins(expand_grouping_sets(lifted)), written
 
 
 def _inline_ctes(query: exp.Query) -> exp.Query:

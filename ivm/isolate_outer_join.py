@@ -39,7 +39,7 @@ def _isolate_one(select: exp.Select) -> bool:
     for join in select.args.get("joins") or []:
         side = (join.args.get("side") or "").upper()
         on = join.args.get("on")
-        if side != "LEFT" or on is None or join.args.get("kind"):
+        if side != "LEFT" or on is None or (join.args.get("kind") or "OUTER") != "OUTER":
             continue
         right = join.this.alias_or_name
         read = {c.table for c in on.find_all(exp.Column)} - {right}

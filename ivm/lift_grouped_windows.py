@@ -9,8 +9,9 @@ by recomputing the partitions the grouped rows' delta touches.
 
 Inside a window's parts, each aggregate that is not the window function itself (the inner
 ``SUM`` of ``SUM(SUM(x)) OVER (...)``) and each column outside an aggregate (a grouping
-column) becomes a column of the derived table. Blocks with DISTINCT, grouping sets or
-QUALIFY are left alone (the compiler names them).
+column) becomes a column of the derived table, ``GROUPING(...)`` included: grouping sets
+are then expanded in the derived table (:mod:`ivm.expand_grouping_sets`). Blocks with
+DISTINCT or QUALIFY are left alone (the compiler names them).
 
 A pure function over a qualified sqlglot tree, in the style of sqlglot's optimizer rules.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm.shape import group_expressions, has_grouping_sets, windows
+from ivm.shape import group_expressions, windows
 
 __all__ = ["lift_grouped_windows"]
 
@@ -42,7 +43,7 @@ def lift_grouped_windows(query: exp.Query) -> exp.Query:
 
 def _applies(select: exp.Select) -> bool:
     return (bool(windows(select)) and group_expressions(select) is not None
-            and not select.args.get("distinct") and not has_grouping_sets(select)
+            and not select.args.get("distinct")
             and select.args.get("qualify") is None
             and not any(isinstance(n, exp.Window) for n in _clauses(select)))
 
@@ -92,8 +93,8 @@ def _targets(item: exp.Expr) -> list[exp.Expr]:
     for node in item.find_all(exp.AggFunc, exp.Column):
         if any(node is f or _inside(node, f) for f in found):
             continue
-        if isinstance(node, exp.AggFunc) and isinstance(node.parent, exp.Window):
-            continue  # the window function itself
+        if _window_function(node):
+            continue
         if isinstance(node, exp.Column) and _under_aggregate(node, item):
             continue
         found.append(node)
@@ -113,7 +114,12 @@ def _under_aggregate(node: exp.Expr, root: exp.Expr) -> bool:
     """Whether ``node`` is inside a group aggregate (not a window function) of ``root``."""
     parent = node.parent
     while parent is not None and parent is not root.parent:
-        if isinstance(parent, exp.AggFunc) and not isinstance(parent.parent, exp.Window):
+        if isinstance(parent, exp.AggFunc) and not _window_function(parent):
             return True
         parent = parent.parent
     return False
+
+
+def _window_function(node: exp.Expr) -> bool:
+    """Whether ``node`` is the function of a window (not an aggregate in its PARTITION BY)."""
+    return isinstance(node.parent, exp.Window) and node.arg_key == "this"

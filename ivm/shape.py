@@ -153,7 +153,8 @@ def _equalities(on: exp.Expr | None, left: str, right: str) -> list[tuple[exp.Ex
     """The conjuncts ``a = b`` of ``on`` with one side on each table, as (left, right)."""
     if on is None:
         return []
-    conjuncts = on.flatten() if isinstance(on, exp.And) else [on]
+    on = on.unnest()  # ON (a = b AND c = d)
+    conjuncts = [c.unnest() for c in on.flatten()] if isinstance(on, exp.And) else [on]
     pairs = []
     for conjunct in conjuncts:
         if not isinstance(conjunct, exp.EQ):

@@ -64,6 +64,18 @@ QUERIES = [
     "SELECT carrier FROM flights EXCEPT ALL SELECT carrier FROM airlines",
     "SELECT f.carrier, f.dep_delay, a.name FROM flights f LEFT JOIN airlines a "
     "ON f.carrier = a.carrier",
+    "SELECT carrier, month, COUNT(*) AS n, SUM(fare) AS s, GROUPING(month) AS gm "
+    "FROM flights GROUP BY ROLLUP (carrier, month)",
+    "SELECT f.carrier, a.name, COUNT(*) AS n, GROUPING_ID() AS g FROM flights f "
+    "JOIN airlines a ON f.carrier = a.carrier GROUP BY CUBE (f.carrier, a.name) "
+    "HAVING COUNT(*) > 1",
+    "SELECT carrier, month, MAX(dep_delay) AS m FROM flights "
+    "GROUP BY carrier, GROUPING SETS ((month), ())",
+    "SELECT carrier, SUM(fare) AS s, RANK() OVER (PARTITION BY GROUPING(carrier) "
+    "ORDER BY SUM(fare) DESC) AS r FROM flights GROUP BY ROLLUP (carrier)",
+    "SELECT f.carrier, a.name, b.name AS other, COUNT(*) AS n FROM flights f "
+    "LEFT OUTER JOIN airlines a ON (f.carrier = a.carrier AND f.month > 1) "
+    "JOIN airlines b ON f.carrier = b.carrier GROUP BY f.carrier, a.name, b.name",
     "SELECT a.carrier, a.name, f.month FROM flights f RIGHT JOIN airlines a "
     "ON f.carrier = a.carrier AND f.month > 1",
     "SELECT a.name, COUNT(f.month) AS n FROM flights f FULL JOIN airlines a "

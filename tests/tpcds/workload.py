@@ -38,6 +38,7 @@ class Query:
 def connect(scale_factor: float = 0) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the TPC-DS tables generated at ``scale_factor`` (0: empty)."""
     connection = duckdb.connect()
+    connection.execute("SET enable_progress_bar = false")
     connection.load_extension(str(extension_path("tpcds")))
     connection.execute(f"CALL dsdgen(sf={scale_factor})")
     return connection

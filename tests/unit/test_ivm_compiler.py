@@ -69,9 +69,8 @@ def test_projection_has_no_key_and_star_expands() -> None:
         ("SELECT DISTINCT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights",
          "window function over GROUP BY or DISTINCT"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3 OFFSET 1", "OFFSET"),
-        ("SELECT carrier, month, COUNT(*) AS n FROM flights GROUP BY ROLLUP (carrier, month)",
-         "ROLLUP, CUBE or GROUPING SETS"),
-        ("SELECT carrier, COUNT(*) AS n FROM flights GROUP BY carrier WITH CUBE",
+        ("SELECT carrier, COUNT(*) AS n FROM flights GROUP BY CUBE (carrier, month, origin, "
+         "dep_delay, carrier || 'a', carrier || 'b', carrier || 'c')",
          "ROLLUP, CUBE or GROUPING SETS"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 100000", "LIMIT 100000"),
         ("SELECT x.carrier FROM (SELECT carrier FROM flights ORDER BY carrier LIMIT 3) x",
@@ -129,3 +128,28 @@ def test_a_top_k_over_a_map_column_is_recomputed() -> None:
     plan = compile_view("v", "SELECT k, m FROM t ORDER BY k LIMIT 3", schemas)
     assert not plan.incremental and "cannot sort m (a map)" in str(plan.reason)
     assert compile_view("v", "SELECT k FROM t ORDER BY k LIMIT 3", schemas).incremental
+
+
+@pytest.mark.parametrize("join", [
+    "LEFT OUTER JOIN airlines a ON f.carrier = a.carrier",
+    "LEFT JOIN airlines a ON (f.carrier = a.carrier AND f.month > 1)",
+])
+def test_a_left_join_of_a_multi_table_block_is_maintained_by_affected_join_keys(join: str
+                                                                                ) -> None:
+    """``LEFT OUTER JOIN`` and a parenthesized ON are the same two-table outer join."""
+    plan = compile_view("v", f"SELECT f.origin, a.name, b.name AS other FROM flights f {join} "
+                        "JOIN airlines b ON f.carrier = b.carrier", SCHEMAS)
+    assert plan.incremental, plan.reason
+    assert "left outer join" in explain(plan) and "affected join keys" in explain(plan)
+
+
+def test_grouping_sets_are_a_union_of_plain_groupings() -> None:
+    """ROLLUP (a, b) is three GROUP BYs: (a, b), (a) and the grand total; GROUPING a constant."""
+    plan = compile_view("v", "SELECT carrier, month, COUNT(*) AS n, GROUPING(month) AS g "
+                        "FROM flights GROUP BY carrier, month WITH ROLLUP", SCHEMAS)
+    assert plan.incremental, plan.reason
+    assert plan.root.operator == "union all"
+    text = explain(plan)
+    assert text.count("- aggregate [affected-key recompute]") == 3
+    assert "GROUP BY flights.carrier:" in text and "GROUP BY ():" in text
+    assert "HAVING COUNT(*) > 0" in plan.sql, "an empty input has no grand total row"
