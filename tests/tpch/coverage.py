@@ -183,7 +183,10 @@ def _tpcds() -> tuple[str, ...]:
     reasons = Counter(cells[2].split(":")[0] for _, cells in rows if cells[0] != "yes")
     lines = ["", "## TPC-DS (99 queries)", "",
              "The queries and the schema are DuckDB's `tpcds` extension's",
-             "(`tests/tpcds/workload.py`), transpiled to Spark SQL by sqlglot; compile only.",
+             "(`tests/tpcds/workload.py`), transpiled to Spark SQL by sqlglot.",
+             "`tests/integration/test_tpcds_ivm.py` checks each incremental query's ticks",
+             "against a full recompute at SF 0.01, over two batches of inserts, deletes and",
+             "updates (`tests/tpcds/data.py`): ten queries in `make test`, all in `make tpcds`.",
              "An ORDER BY without LIMIT is dropped (a view has no order).", "",
              f"Incremental today: {sum(cells[0] == 'yes' for _, cells in rows)} of {len(rows)}."
              " Not incremental, by reason:", ""]
