@@ -193,7 +193,7 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
     written = qualified.copy()
     unnested = unnest_subqueries(unnest_not_in(_inline_ctes(qualified)))
     lifted = lift_grouped_windows(merge_subqueries(unnested))
-    return isolate_outer_joins(expand_grouping_sets(lifted)), written
+    return isolate_outer_joins(expand_grouping_sets(lifted, schema)), written
 
 
 def _inline_ctes(query: exp.Query) -> exp.Query:

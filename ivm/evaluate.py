@@ -648,7 +648,10 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     assert state.table is not None
     outputs = driver_output.plain_outputs(form)
     assert outputs is not None
-    change, engine, reason = _change_aggregate_on_driver(scope, form, state)
+    computed = _change_aggregate_on_driver(scope, form, state)
+    if isinstance(computed, str):
+        return f"the aggregate state's sums, on Spark: {computed}"
+    change, engine, reason = computed
     advanced = driver_state.advance(state.table, change, form.is_global)
     if isinstance(advanced, str):
         return f"the aggregate state's sums, on Spark: {advanced}"
@@ -662,31 +665,31 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
 
 
 def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
-                                ) -> tuple[pa.Table, Engine, str]:
+                                ) -> tuple[pa.Table, Engine, str] | str:
     """The partial aggregate of the block's input delta, in Arrow, and the engine that ran it.
 
     The local engine computes the delta and aggregates it when it can; else Spark computes
     the delta, collected as rows when the change is small (the local engine aggregates
     them) or aggregated by Spark first.
+
+    Returns:
+        The partial aggregate, the engine of the delta and why; or why the state must move
+        to Spark: a sum overflows where DuckDB stops (Spark's SUM would wrap a bigint, or
+        make a decimal NULL).
     """
     assert state.table is not None
     change_rows = _local_change_rows(scope)
-    if isinstance(change_rows, int):
-        local = _rows_on_driver(scope, form.rows(), state)
-        change = (driver_state.change_aggregate(form, local) if isinstance(local, pa.Table)
-                  else local)
-        if isinstance(change, pa.Table):
-            return change, "local", (f"a change of {change_rows:,} rows; a state of "
-                                     f"{state.table.num_rows:,} groups on the driver")
-        reason = change
-    else:
-        reason = change_rows
-    rows = _delta(scope, form.rows())
-    change = driver_state.change_aggregate(form, to_arrow(rows)) if isinstance(
-        change_rows, int) else reason
-    if isinstance(change, str):
-        change = to_arrow(change_aggregate(form, rows, state.arg_types))
-    return change, "spark", reason
+    if isinstance(change_rows, str):
+        rows = _delta(scope, form.rows())
+        return to_arrow(change_aggregate(form, rows, state.arg_types)), "spark", change_rows
+    local = _rows_on_driver(scope, form.rows(), state)
+    engine: Engine = "local"
+    reason = (f"a change of {change_rows:,} rows; a state of {state.table.num_rows:,} groups "
+              "on the driver")
+    if isinstance(local, str):  # Spark evaluates the block; the change is small
+        engine, reason, local = "spark", local, to_arrow(_delta(scope, form.rows()))
+    change = driver_state.change_aggregate(form, local)
+    return change if isinstance(change, str) else (change, engine, reason)
 
 
 def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState

@@ -121,5 +121,11 @@ def _under_aggregate(node: exp.Expr, root: exp.Expr) -> bool:
 
 
 def _window_function(node: exp.Expr) -> bool:
-    """Whether ``node`` is the function of a window (not an aggregate in its PARTITION BY)."""
-    return isinstance(node.parent, exp.Window) and node.arg_key == "this"
+    """Whether ``node`` is the function of a window (not an aggregate in its PARTITION BY).
+
+    The function may sit in IGNORE NULLS, RESPECT NULLS or FILTER.
+    """
+    child, parent = node, node.parent
+    while isinstance(parent, exp.IgnoreNulls | exp.RespectNulls | exp.Filter):
+        child, parent = parent, parent.parent
+    return isinstance(parent, exp.Window) and child.arg_key == "this"

@@ -1,10 +1,10 @@
 """Random view SQL over the fuzzer's schema (:mod:`tests.fuzz.schema`), in Spark SQL.
 
 Each view is one of the shapes users write: filters and projections, inner and outer
-joins, aggregates with HAVING, DISTINCT, set operations, IN / EXISTS / NOT IN subqueries,
-windows, top-K and a view on a view (a CTE or a derived table). Expressions are drawn
-from what each column's kind allows, with literals from its own values so that predicates
-select some rows and not others. The same seed gives the same view.
+joins, aggregates with HAVING or grouping sets, DISTINCT, set operations, IN / EXISTS /
+NOT IN subqueries, windows, top-K and a view on a view (a CTE or a derived table).
+Expressions are drawn from what each column's kind allows, with literals from its own
+values so that predicates select some rows and not others. The same seed gives the same view.
 """
 
 from __future__ import annotations
@@ -100,11 +100,11 @@ def _block(rnd: random.Random, outer: bool = True) -> tuple[str, list[str]]:
     tables = ["orders"]
     sql = "orders o"
     for partner in rnd.sample(list(_JOINS), rnd.choice([0, 1, 1, 2])):
-        kind = rnd.choice(["JOIN", "JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]
-                          if outer else ["JOIN"])
+        kind = rnd.choice(["JOIN", "JOIN", "LEFT JOIN", "LEFT OUTER JOIN", "RIGHT JOIN",
+                           "FULL JOIN"] if outer else ["JOIN"])
         condition = _JOINS[partner]
         if rnd.random() < 0.15:
-            condition += f" AND {_atom(rnd, _refs([partner]))}"
+            condition = f"({condition} AND {_atom(rnd, _refs([partner]))})"
         sql += f" {kind} {partner} {_ALIASES[partner]} ON {condition}"
         tables.append(partner)
     return sql, tables
@@ -146,12 +146,24 @@ def _aggregate(rnd: random.Random, having: bool = True) -> str:
     groups = [r.sql for r in rnd.sample(refs, rnd.choice([0, 1, 1, 2]))]
     items = [f"{g} AS g{i}" for i, g in enumerate(groups)]
     items += [f"{_aggregate_call(rnd, refs)} AS a{i}" for i in range(rnd.randint(1, 3))]
+    grouping = _grouping(rnd, groups)
+    if grouping != ", ".join(groups) and rnd.random() < 0.5:
+        items.append(f"GROUPING({groups[-1]}) AS gg")
     sql = f"SELECT {', '.join(items)} FROM {block}{_where(rnd, refs, 0.4)}"
     if groups:
-        sql += f" GROUP BY {', '.join(groups)}"
+        sql += f" GROUP BY {grouping}"
         if having and rnd.random() < 0.3:
             sql += rnd.choice([" HAVING COUNT(*) > 1", f" HAVING {_aggregate_call(rnd, refs)} > 0"])
     return sql
+
+
+def _grouping(rnd: random.Random, groups: Sequence[str]) -> str:
+    """GROUP BY's list: the groups, or (one time in four) grouping sets over them."""
+    listed = ", ".join(groups)
+    if not groups or rnd.random() >= 0.25:
+        return listed
+    return rnd.choice([f"ROLLUP ({listed})", f"CUBE ({listed})", f"{listed} WITH ROLLUP",
+                       f"GROUPING SETS (({listed}), ({groups[0]}), ())"])
 
 
 _SET_COLUMNS = {  # columns of one type in each table, for the branches of a set operation

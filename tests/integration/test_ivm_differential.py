@@ -71,6 +71,10 @@ QUERIES = [
     "HAVING COUNT(*) > 1",
     "SELECT carrier, month, MAX(dep_delay) AS m FROM flights "
     "GROUP BY carrier, GROUPING SETS ((month), ())",
+    "SELECT month + 1 AS m1, month, SUM(fare) FILTER (WHERE month > 1) AS s, COUNT(*) AS n "
+    "FROM flights GROUP BY GROUPING SETS ((month + 1, month), (month + 1), (month + 1), ())",
+    "SELECT carrier, month, COUNT(*) AS n, GROUPING_ID() AS g FROM flights "
+    "GROUP BY carrier, month GROUPING SETS ((carrier), (month))",
     "SELECT carrier, SUM(fare) AS s, RANK() OVER (PARTITION BY GROUPING(carrier) "
     "ORDER BY SUM(fare) DESC) AS r FROM flights GROUP BY ROLLUP (carrier)",
     "SELECT f.carrier, a.name, b.name AS other, COUNT(*) AS n FROM flights f "

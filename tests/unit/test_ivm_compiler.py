@@ -153,3 +153,34 @@ def test_grouping_sets_are_a_union_of_plain_groupings() -> None:
     assert text.count("- aggregate [affected-key recompute]") == 3
     assert "GROUP BY flights.carrier:" in text and "GROUP BY ():" in text
     assert "HAVING COUNT(*) > 0" in plan.sql, "an empty input has no grand total row"
+
+
+@pytest.mark.parametrize(("group", "branches"), [
+    ("ROLLUP (1, 2)", ["GROUP BY flights.carrier, flights.month", "GROUP BY flights.carrier"]),
+    ("carrier, month GROUPING SETS ((carrier), (month))",
+     ["GROUP BY flights.carrier", "GROUP BY flights.month"]),
+    ("GROUPING SETS ((carrier), (carrier))",
+     ["GROUP BY flights.carrier", "GROUP BY flights.carrier"]),
+])
+def test_grouping_sets_resolve_ordinals_keep_hive_lists_and_repeat_sets(
+        group: str, branches: list[str]) -> None:
+    plan = compile_view("v", f"SELECT carrier, month, COUNT(*) AS n FROM flights GROUP BY {group}",
+                        SCHEMAS)
+    assert plan.incremental, plan.reason
+    found = [part.split(" UNION ALL ")[0] for part in plan.sql.split(" FROM flights AS flights ")[1:]]
+    assert [b for b in found if b.startswith("GROUP BY")][:len(branches)] == branches
+
+
+def test_a_rolled_up_expression_is_a_typed_null_outside_aggregates_only() -> None:
+    plan = compile_view("v", "SELECT month + 1 AS m1, month, SUM(month) FILTER (WHERE month > 1) "
+                        "AS s FROM flights GROUP BY ROLLUP (month + 1, month)", SCHEMAS)
+    assert "SELECT flights.month + 1 AS m1, CAST(NULL AS INT) AS month, SUM(flights.month) " \
+        "FILTER(WHERE flights.month > 1) AS s FROM flights AS flights GROUP BY flights.month + 1" \
+        in plan.sql
+
+
+def test_an_unknown_function_keeps_grouping_sets_recomputed() -> None:
+    """``EVERY`` may be an aggregate sqlglot does not know: its argument must stay as is."""
+    plan = compile_view("v", "SELECT carrier, EVERY(month > 1) AS e FROM flights "
+                        "GROUP BY ROLLUP (carrier, month)", SCHEMAS)
+    assert not plan.incremental and "ROLLUP" in (plan.reason or "")
