@@ -7,8 +7,9 @@ the view, compared with a full recompute at the new version (multisets, floats r
 aggregate state is held on the driver for odd-numbered queries, on Spark for even ones.
 
 CI checks :data:`CI_QUERIES`, queries chosen to cover the laws (top-K, invertible
-aggregates, EXISTS subqueries, INTERSECT, an outer join in a multi-table block, ROLLUP over a
-union of channels, windows);
+aggregates, EXCEPT, an outer join in a multi-table block, a union of channels, ROLLUP under
+a window, windows) among those the batches change (each must change) and that take
+seconds, not minutes;
 ``LAKEHOUSE_TPCDS_QUERIES=all`` (``make tpcds``) checks every one, or a comma-separated list
 of names (``q03,q47``).
 """
@@ -28,7 +29,8 @@ from tests.spark_frames import arrow_frame
 from tests.tpcds import data
 from tests.tpcds.workload import queries, schemas
 
-CI_QUERIES = ("q03", "q13", "q16", "q38", "q40", "q71", "q77", "q93", "q94", "q98")
+CI_QUERIES = ("q07", "q40", "q71", "q86", "q87", "q98")
+"""Queries whose result changes in the batches at SF 0.01 (41 of the 99 never do there)."""
 
 def _selected() -> list[str]:
     chosen = os.environ.get("LAKEHOUSE_TPCDS_QUERIES", "")
@@ -88,7 +90,7 @@ def test_incremental_equals_full_recompute(name: str, tpcds_versions: _Versions)
     first = {s: SourceInput(versions.table(0, s)) for s in plan.sources}
     loaded = reload(plan, first, driver_state_max_rows=on_driver)
     view: Counter[tuple[object, ...]] = multiset(loaded.rows.collect())
-    state = loaded.state
+    state, changed = loaded.state, False
     for version in range(1, len(versions.tables)):
         inputs = {s: SourceInput(versions.table(version, s), versions.table(version - 1, s),
                                  versions.delta(version, s), versions.deltas[version].get(s))
@@ -97,9 +99,11 @@ def test_incremental_equals_full_recompute(name: str, tpcds_versions: _Versions)
         state = maintained.state
         for row in maintained.rows.collect():
             view[normal_row(tuple(row)[:-1])] += row["_weight"]
+            changed = True
         assert all(w >= 0 for w in view.values()), f"batch {version}: negative weights"
         view = +view
         full = multiset(recompute(plan, inputs).collect())
         assert view == full, (
             f"{name}, batch {version}: incremental - full = {dict(view - full)}, "
             f"full - incremental = {dict(full - view)}")
+    assert changed or name not in CI_QUERIES, f"{name}: no batch changed the view"

@@ -186,7 +186,7 @@ def _tpcds() -> tuple[str, ...]:
              "(`tests/tpcds/workload.py`), transpiled to Spark SQL by sqlglot.",
              "`tests/integration/test_tpcds_ivm.py` checks each incremental query's ticks",
              "against a full recompute at SF 0.01, over two batches of inserts, deletes and",
-             "updates (`tests/tpcds/data.py`): ten queries in `make test`, all in `make tpcds`.",
+             "updates (`tests/tpcds/data.py`): six queries in `make test`, all in `make tpcds`.",
              "An ORDER BY without LIMIT is dropped (a view has no order).", "",
              f"Incremental today: {sum(cells[0] == 'yes' for _, cells in rows)} of {len(rows)}."
              " Not incremental, by reason:", ""]

@@ -167,7 +167,8 @@ def test_grouping_sets_resolve_ordinals_keep_hive_lists_and_repeat_sets(
     plan = compile_view("v", f"SELECT carrier, month, COUNT(*) AS n FROM flights GROUP BY {group}",
                         SCHEMAS)
     assert plan.incremental, plan.reason
-    found = [part.split(" UNION ALL ")[0] for part in plan.sql.split(" FROM flights AS flights ")[1:]]
+    parts = plan.sql.split(" FROM flights AS flights ")[1:]
+    found = [part.split(" UNION ALL ")[0] for part in parts]
     assert [b for b in found if b.startswith("GROUP BY")][:len(branches)] == branches
 
 
