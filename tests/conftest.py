@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from ivm import ArrowRead, KeyValues
 from lakehouse.sources.iceberg_keys import key_mask
@@ -53,6 +53,28 @@ def normal_row(row: Iterable[object]) -> tuple[object, ...]:
 def multiset(rows: Iterable[Iterable[object]]) -> Counter[tuple[object, ...]]:
     """Rows as a multiset of :func:`normal_row` tuples."""
     return Counter(normal_row(row) for row in rows)
+
+
+def with_delta(view: Counter[tuple[object, ...]], delta: Iterable[Row], label: str
+               ) -> Counter[tuple[object, ...]]:
+    """``view`` plus a view delta's rows (the view's columns, then ``_weight``).
+
+    Raises:
+        AssertionError: A row's weight goes below zero (``label`` says where).
+    """
+    view = Counter(view)
+    for row in delta:
+        view[normal_row(tuple(row)[:-1])] += row["_weight"]
+    assert all(w >= 0 for w in view.values()), f"{label}: negative weights"
+    return +view
+
+
+def assert_same_view(incremental: Counter[tuple[object, ...]],
+                     full: Counter[tuple[object, ...]], label: str) -> None:
+    """The incrementally maintained view equals the full recompute, both ways listed."""
+    assert incremental == full, (
+        f"{label}: incremental - full = {dict(incremental - full)}, "
+        f"full - incremental = {dict(full - incremental)}")
 
 
 @pytest.fixture(scope="session")
