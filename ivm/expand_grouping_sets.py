@@ -115,6 +115,10 @@ def _grouping_sets(select: exp.Select) -> tuple[list[exp.Expr], list[GroupingSet
     if group.args.get("grouping_sets"):  # Hive: GROUP BY a, b GROUPING SETS ((a), (b))
         positions(elements)
         elements = list(group.args["grouping_sets"])
+    nested = (e for element in elements if isinstance(element, exp.GroupingSets)
+              for e in element.expressions)
+    if any(isinstance(e, exp.Rollup | exp.Cube | exp.GroupingSets) for e in nested):
+        return None  # GROUPING SETS (ROLLUP (a, b), c): left alone
     choices = [_element_sets(element, positions) for element in elements]
     sets = [frozenset().union(*chosen) for chosen in product(*choices)]
     return (expressions, sets) if len(sets) <= MAX_SETS else None

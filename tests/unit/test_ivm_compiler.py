@@ -180,6 +180,12 @@ def test_a_rolled_up_expression_is_a_typed_null_outside_aggregates_only() -> Non
         in plan.sql
 
 
+def test_a_rollup_nested_in_grouping_sets_is_left_alone() -> None:
+    plan = compile_view("v", "SELECT carrier, month, COUNT(*) AS n FROM flights "
+                        "GROUP BY GROUPING SETS (ROLLUP (carrier, month), origin)", SCHEMAS)
+    assert not plan.incremental and "GROUPING SETS" in (plan.reason or "")
+
+
 def test_an_unknown_function_keeps_grouping_sets_recomputed() -> None:
     """``EVERY`` may be an aggregate sqlglot does not know: its argument must stay as is."""
     plan = compile_view("v", "SELECT carrier, EVERY(month > 1) AS e FROM flights "
