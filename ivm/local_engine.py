@@ -115,15 +115,11 @@ def run(query: exp.Select, tables: Mapping[str, pa.Table]) -> pa.Table | str:
         rewritten, types = _rewritten(query, tables)
     except RefusedError as error:
         return str(error)
-    cursor = _cursor()
     try:
-        for item in _tables(query):
-            cursor.register(item.name, tables[item.name])
-        rows = cursor.sql(rewritten.sql("duckdb")).to_arrow_table()
+        rows = _query(rewritten.sql("duckdb"),
+                      {item.name: tables[item.name] for item in _tables(query)})
     except duckdb.Error as error:
         return f"a value Spark computes otherwise ({type(error).__name__})"
-    finally:
-        cursor.close()
     names = [s.alias_or_name for s in query.selects]
     try:
         arrays = [rows.column(i).cast(data_type) for i, data_type in enumerate(types)]
@@ -146,13 +142,19 @@ def run_sql(sql: str, tables: Mapping[str, pa.Table]) -> pa.Table | str:
         The query's rows; or, when DuckDB stopped on a value (an overflow Spark would wrap
         or make NULL), why Spark must compute them.
     """
+    try:
+        return _query(sql, tables)
+    except duckdb.DataError as error:  # a conversion or an arithmetic overflow
+        return f"a value Spark computes otherwise ({type(error).__name__})"
+
+
+def _query(sql: str, tables: Mapping[str, pa.Table]) -> pa.Table:
+    """``sql`` run on a cursor of its own, each of ``tables`` registered under its name."""
     cursor = _cursor()
     try:
         for name, table in tables.items():
             cursor.register(name, table)
         return cursor.sql(sql).to_arrow_table()
-    except duckdb.DataError as error:  # a conversion or an arithmetic overflow
-        return f"a value Spark computes otherwise ({type(error).__name__})"
     finally:
         cursor.close()
 
