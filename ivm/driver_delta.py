@@ -147,16 +147,16 @@ def _term(query: exp.Select, position: int, order: Sequence[int],
     rank = {table: index for index, table in enumerate(order)}
     known = {changed.alias_or_name: change}
     relations = {relation("delta", changed.name): change}
-    for other in _read_order(query, position, changes):
+    for other in read_order(query, position, changes):
         table = tables[other]
-        restriction = _restriction(query, table.alias_or_name, known)
+        keys = restriction(query, table.alias_or_name, known)
         read = readers.get(table.name)
-        if restriction is None:
+        if keys is None:
             return EMPTY
         if read is None:
             return f"{table.name} cannot be read on the driver"
         role = "new" if rank[other] < rank[position] else "old"
-        rows = read(role, _columns(term, table.alias_or_name), restriction, max_rows)
+        rows = read(role, read_columns(term, table.alias_or_name), keys, max_rows)
         if rows is None:
             return f"a read of {table.name} restricted to the change's keys spans more than " \
                    f"{max_rows:,} rows"
@@ -166,7 +166,7 @@ def _term(query: exp.Select, position: int, order: Sequence[int],
     return local_engine.run(term, relations)
 
 
-def _read_order(query: exp.Select, position: int, changes: Collection[str]) -> list[int]:
+def read_order(query: exp.Select, position: int, changes: Collection[str]) -> list[int]:
     """The other tables' positions, those joined to tables already read first.
 
     Breadth first over the block's equi-joins from the changed table, so that each
@@ -193,7 +193,7 @@ def _read_order(query: exp.Select, position: int, changes: Collection[str]) -> l
     return out
 
 
-def _restriction(query: exp.Select, alias: str, known: Mapping[str, pa.Table]
+def restriction(query: exp.Select, alias: str, known: Mapping[str, pa.Table]
                  ) -> dict[str, KeyValues] | None:
     """The keys to read table ``alias`` with: the values of known rows it equi-joins with.
 
@@ -233,6 +233,6 @@ def _column_name(rows: pa.Table, name: str) -> str | None:
     return next((c for c in rows.column_names if c.lower() == name.lower()), None)
 
 
-def _columns(term: exp.Select, alias: str) -> list[str]:
-    """The columns of table ``alias`` that the term reads."""
-    return sorted({c.name for c in term.find_all(exp.Column) if c.table == alias})
+def read_columns(query: exp.Select, alias: str) -> list[str]:
+    """The columns of table ``alias`` that the query reads."""
+    return sorted({c.name for c in query.find_all(exp.Column) if c.table == alias})

@@ -3,8 +3,9 @@
 Two engines compute a view's delta: Spark, which runs every plan, and the local engine
 (DuckDB in process, :mod:`ivm.local_engine`), which runs a tick with no Spark job when the
 plan allows it (:func:`local_refusal`: a block of filters, projections and inner joins, or
-an aggregate by the invertible law over one, each expression in :mod:`ivm.spark_types`'s
-subset) and the tick's sizes do (:data:`LOCAL_LIMITS`).
+an aggregate over one, by the invertible law or by affected-key recompute
+(:mod:`ivm.local_recompute`), each expression in :mod:`ivm.spark_types`'s subset) and the
+tick's sizes do (:data:`LOCAL_LIMITS`).
 ``lakehouse explain`` and ``docs/sql-coverage.md`` show this rule's verdict.
 """
 
@@ -19,6 +20,7 @@ from ivm.aggregate_form import aggregate_form
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, block_refusal
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.laws import Law
+from ivm.local_recompute import grouped_block
 from ivm.plan import ViewPlan
 from ivm.shape import key_expressions, outer_join
 
@@ -64,11 +66,13 @@ def local_refusal(plan: ViewPlan) -> str | None:
     block = plain_block(plan)
     if block is not None:
         return block_refusal(block)
+    if plan.root.law == Law.AFFECTED_KEY_RECOMPUTE and plan.root.operator == "aggregate":
+        grouped = grouped_block(plan.query)
+        return grouped if isinstance(grouped, str) else None
     form = aggregate_form(plan.query) if plan.root.law == Law.INVERTIBLE_AGGREGATE else None
     if form is None:
-        return (f"only filters, projections, inner joins and aggregates by the "
-                f"{Law.INVERTIBLE_AGGREGATE} law run locally yet "
-                f"(this view's top node: {plan.root.operator}, {plan.root.law})")
+        return (f"only filters, projections, inner joins and aggregates over them run "
+                f"locally yet (this view's top node: {plan.root.operator}, {plan.root.law})")
     if driver_output.plain_outputs(form) is None:
         return "an output computed from aggregates, or HAVING: the aggregate state stays on Spark"
     return block_refusal(form.rows())

@@ -37,6 +37,7 @@ from ivm.engine_rule import Engine, local_refusal, plain_block
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
+from ivm.local_recompute import grouped_block, recompute_delta
 from ivm.plan import TopKPlan, ViewPlan
 from ivm.rewrite import (
     affected_groups,
@@ -274,32 +275,43 @@ def _maintain_top_k(top: TopKPlan, inputs: Mapping[str, SourceInput],
 
 
 def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
-    """The delta of a view of filters, projections and inner joins, on the local engine.
+    """The delta of a block, or of a grouping over one, on the local engine.
 
-    Its delta terms run on DuckDB over the change feeds' Arrow tables and the partners
-    read on the driver (:func:`ivm.driver_delta.block_delta`), then are consolidated.
+    A block of filters, projections and inner joins: its delta terms run on DuckDB over
+    the change feeds' Arrow tables and the partners read on the driver
+    (:func:`ivm.driver_delta.block_delta`). A grouping maintained by affected-key
+    recompute: the affected groups are recomputed from rows read on the driver
+    (:func:`ivm.local_recompute.recompute_delta`). Either delta is then consolidated.
 
     Returns:
         The view's delta in Arrow: its columns (as the local engine types them, Spark's
-        types; NULL-typed when no term joined anything) plus ``_weight``; or why Spark
-        computes it: the plan (:func:`ivm.engine_rule.local_refusal`), a change feed not
-        in Arrow or larger than ``DRIVER_DELTA_MAX_ROWS``, or what the block's terms
-        could not run locally.
+        types; NULL-typed when nothing changed) plus ``_weight``; or why Spark computes
+        it: the plan (:func:`ivm.engine_rule.local_refusal`), a change feed not in Arrow or
+        larger than ``DRIVER_DELTA_MAX_ROWS``, or what could not run locally.
     """
-    query = plain_block(plan)
-    if query is None:
-        return local_refusal(plan) or "not a block of filters, projections and inner joins"
+    refused = local_refusal(plan)
+    if refused is not None:
+        return refused
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
         return change_rows
-    rows = block_delta(query, scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
+    query = plain_block(plan)
+    if query is not None:
+        rows = block_delta(query, scope.arrows, scope.readers, scope.relation,
+                           scope.read_max_rows)
+        reason = f"a change of {change_rows:,} rows"
+    else:
+        grouped = grouped_block(plan.query)
+        assert not isinstance(grouped, str), "local_refusal takes the grouping"
+        rows = recompute_delta(grouped, scope.arrows, scope.readers, scope.relation,
+                               scope.read_max_rows)
+        reason = f"a change of {change_rows:,} rows; its groups recomputed from the driver"
     if isinstance(rows, str):
         return rows
     names = [*plan.columns, WEIGHT]
     delta = (pa.table({name: pa.array([], pa.int64() if name == WEIGHT else pa.null())
                        for name in names}) if rows is EMPTY else rows.rename_columns(names))
-    return Maintained(arrow=arrow_diff.consolidate(delta), engine="local",
-                      engine_reason=f"a change of {change_rows:,} rows")
+    return Maintained(arrow=arrow_diff.consolidate(delta), engine="local", engine_reason=reason)
 
 
 def _local_change_rows(scope: _Scope) -> int | str:

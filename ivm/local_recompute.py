@@ -1,0 +1,336 @@
+"""Affected-key recompute of an aggregate block on the local engine.
+
+A view that groups a block of filters, projections and inner joins by an aggregate the
+invertible law does not keep (``MIN``, ``MAX``, ``AVG`` of doubles, ``COUNT(DISTINCT)``)
+is maintained by recomputing the groups its change touches
+(:data:`ivm.laws.Law.AFFECTED_KEY_RECOMPUTE`): the block's output for those keys at the
+new snapshot (+1) minus the same at the old (-1). When the change and the rows of those
+groups are small, this runs in process and no Spark job:
+
+1. the affected keys are the grouping values of the block's delta
+   (:func:`ivm.driver_delta.block_delta` over the block projected to its keys);
+2. at each snapshot every table is read on the driver restricted to the rows those
+   groups can hold: its own grouping columns to the affected values, its join columns to
+   the values of the tables read before it (a semi-join reduction,
+   :func:`ivm.driver_delta.read_order`); a read of more than ``max_rows`` rows declines;
+3. the block's grouping values and aggregate arguments are computed by the local engine
+   (:func:`ivm.local_engine.run`, in Spark's types), and the groups of the affected keys
+   aggregated by DuckDB in the types of Spark's aggregates (:func:`_aggregate`).
+
+Sums and averages of doubles depend on the order of addition in both engines (Spark's
+answer differs between two runs of the same query over other partitions); they agree to
+rounding, not bit for bit. Every other output is exact. Not taken here (Spark recomputes
+the groups): ``HAVING``, outputs computed from aggregates, ``AVG`` of decimals (rounded
+as Spark's ``Divide``, where DuckDB divides as doubles), ``SUM`` of decimals of more than
+28 digits, ``DISTINCT`` inside an aggregate, grouping by floating point (Spark makes NaN
+equal to NaN and -0.0 equal to 0.0 there), grouping sets, windows, outer joins and derived
+tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+
+from ivm import local_engine
+from ivm.change_keys import arrow_keys
+from ivm.driver_delta import (
+    EMPTY,
+    ArrowRead,
+    block_delta,
+    block_refusal,
+    read_columns,
+    read_order,
+    restriction,
+)
+from ivm.key_ranges import KeyValues
+from ivm.rewrite import Relation, substitute
+from ivm.shape import block_tables, group_expressions, has_grouping_sets, outer_join, windows
+from ivm.zset import WEIGHT
+
+__all__ = ["GroupedBlock", "grouped_block", "recompute_delta"]
+
+KEY_PREFIX = "__k"
+ARG_PREFIX = "__a"
+AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+FLOATING = (exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE)
+MAX_SUMMED_PRECISION = 28
+"""Widest decimal summed here: DuckDB 1.5 adds the partial sums of separate chunks without
+an overflow check, which a sum of fewer than 10^10 values of 28 digits cannot reach."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of the grouped block.
+
+    Attributes:
+        key: The position of the grouping expression it reads, or None for an aggregate.
+        function: The aggregate (``COUNT``, ``SUM``, ``AVG``, ``MIN`` or ``MAX``).
+        arg: The position of the aggregate's argument, None for ``COUNT(*)``.
+    """
+
+    key: int | None = None
+    function: type[exp.AggFunc] | None = None
+    arg: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupedBlock:
+    """A ``GROUP BY`` (or ``SELECT DISTINCT``) over a block, split for the local engine.
+
+    Attributes:
+        query: The qualified SELECT.
+        keys: Its grouping expressions (none: one group).
+        rows: The block computing ``__k<i>`` (each grouping expression) and ``__a<j>`` (each
+            aggregate argument) per row: a plain block :func:`ivm.local_engine.run` takes.
+        outputs: The query's outputs, in order.
+    """
+
+    query: exp.Select
+    keys: tuple[exp.Expr, ...]
+    rows: exp.Select
+    outputs: tuple[Output, ...]
+
+    @property
+    def key_rows(self) -> exp.Select:
+        """The block projected to its grouping values (a constant for one group)."""
+        names = [f"{KEY_PREFIX}{i}" for i in range(len(self.keys))]
+        keys = [s for s in self.rows.selects if s.alias_or_name in names]
+        return self.rows.select(*(keys or [exp.alias_(exp.Literal.number(1), "__one")]),
+                                append=False, copy=True)
+
+
+def grouped_block(query: exp.Query) -> GroupedBlock | str:
+    """The query split for a local affected-key recompute, or why it cannot be.
+
+    Args:
+        query: A view's qualified query.
+
+    Returns:
+        The split; or the reason, naming the construct at fault.
+    """
+    if not isinstance(query, exp.Select):
+        return "not a single SELECT"
+    keys = group_expressions(query)
+    if keys is None:
+        return "no grouping"
+    clauses = {name for name, value in query.args.items() if value} - {
+        "expressions", "from", "from_", "joins", "where", "group"}
+    if clauses - {"distinct"} or (query.args.get("group") and "distinct" in clauses):
+        return f"clauses {sorted(clauses)} besides GROUP BY"
+    if has_grouping_sets(query) or windows(query) or outer_join(query) is not None:
+        return "grouping sets, a window or an outer join"
+    if any(k.type is not None and k.type.is_type(*FLOATING) for k in keys):
+        return "a grouping value in floating point (Spark makes NaN equal to NaN there)"
+    args: list[exp.Expr] = []
+    outputs = []
+    for select in query.selects:
+        output = _output(select.unalias(), keys, args)
+        if isinstance(output, str):
+            return output
+        outputs.append(output)
+    rows = query.select(*[k.copy().as_(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)],
+                        *[a.copy().as_(f"{ARG_PREFIX}{j}") for j, a in enumerate(args)],
+                        append=False, copy=True)
+    for clause in ("group", "distinct"):
+        rows.set(clause, None)
+    if not rows.selects:
+        rows = rows.select(exp.alias_(exp.Literal.number(1), "__one"), copy=False)
+    refused = block_refusal(rows)
+    return refused or GroupedBlock(query, tuple(keys), rows, tuple(outputs))
+
+
+def _output(node: exp.Expr, keys: Sequence[exp.Expr], args: list[exp.Expr]) -> Output | str:
+    """``node`` as a grouping value or an aggregate of one argument (added to ``args``)."""
+    if node in keys:
+        return Output(key=list(keys).index(node))
+    if not isinstance(node, AGGREGATES):
+        return f"{node.sql('spark')}: an output other than a grouping value or an aggregate"
+    arg = node.this
+    if isinstance(arg, exp.Distinct) or arg is None and not isinstance(node, exp.Count):
+        return f"{node.sql('spark')}: DISTINCT inside an aggregate"
+    if arg is None or isinstance(arg, exp.Star):
+        return Output(function=exp.Count)
+    if arg.find(exp.AggFunc, exp.Window) is not None or len(node.expressions) > 0:
+        return f"{node.sql('spark')}: an aggregate of more than one plain argument"
+    if isinstance(node, exp.Avg) and arg.type is not None and arg.type.is_type(
+            exp.DataType.Type.DECIMAL):
+        return f"{node.sql('spark')}: an average of decimals rounds as Spark's Divide"
+    if arg not in args:
+        args.append(arg)
+    return Output(function=type(node), arg=args.index(arg))
+
+
+def recompute_delta(block: GroupedBlock, changes: Mapping[str, pa.Table],
+                    readers: Mapping[str, ArrowRead | None], relation: Relation,
+                    max_rows: int) -> pa.Table | str:
+    """The query's delta: its affected groups at the new snapshot (+1) and the old (-1).
+
+    Args:
+        block: The split query.
+        changes: The change feed (columns plus ``_weight``) of each changed source.
+        readers: How to read each source on the driver (None: it cannot be).
+        relation: Names a source's relation at a role.
+        max_rows: Most rows one read may scan.
+
+    Returns:
+        The query's outputs (Spark's types) plus ``_weight`` (int64), not consolidated;
+        :data:`ivm.driver_delta.EMPTY` when no group is affected; else why Spark must
+        compute it (a read declines, a type or value outside the local engine's subset).
+    """
+    keys = block_delta(block.key_rows, changes, readers, relation, max_rows)
+    if isinstance(keys, str) or keys is EMPTY:
+        return keys
+    affected = local_engine.run_sql(f"SELECT DISTINCT * EXCLUDE ({_quoted(WEIGHT)}) FROM keys",
+                                    {"keys": keys})
+    if isinstance(affected, str):
+        return affected
+    if any(pa.types.is_floating(f.type) or pa.types.is_nested(f.type) for f in affected.schema):
+        return "a grouping value in floating point (Spark makes NaN equal to NaN there)"
+    sides = []
+    for role in ("new", "old"):
+        rows = _rows(block, role, affected, readers, relation, max_rows)
+        if isinstance(rows, str):
+            return rows
+        sides.append(rows)
+    return _aggregated(block, sides, affected)
+
+
+def _rows(block: GroupedBlock, role: str, affected: pa.Table,
+          readers: Mapping[str, ArrowRead | None], relation: Relation, max_rows: int
+          ) -> pa.Table | str | None:
+    """The block's ``__k``/``__a`` rows at ``role``, at least those of the affected groups.
+
+    Returns:
+        The rows; None when the block holds none of them; or why a read declined.
+    """
+    query = block.rows
+    tables = block_tables(query)
+    own = _own_restrictions(block, affected)
+    start = max(range(len(tables)), key=lambda i: len(own.get(tables[i].alias_or_name, {})))
+    known: dict[str, pa.Table] = {}
+    relations = {}
+    for position in [start, *read_order(query, start, ())]:
+        table = tables[position]
+        alias = table.alias_or_name
+        joined = restriction(query, alias, known)
+        read = readers.get(table.name)
+        if joined is None:
+            return None
+        if read is None:
+            return f"{table.name} cannot be read on the driver"
+        rows = read(role, read_columns(query, alias), {**joined, **own.get(alias, {})}, max_rows)
+        if rows is None:
+            return (f"a read of {table.name} restricted to the affected groups spans more "
+                    f"than {max_rows:,} rows")
+        if rows.num_rows == 0:
+            return None
+        known[alias] = relations[relation(role, table.name)] = rows
+    return local_engine.run(substitute(query, lambda _, source: relation(role, source)),
+                            relations)
+
+
+def _own_restrictions(block: GroupedBlock, affected: pa.Table
+                      ) -> dict[str, dict[str, KeyValues]]:
+    """By table alias, its grouping columns restricted to the affected values.
+
+    A column with a NULL among the affected values is not restricted (NULL is a group,
+    and a read keeps the rows whose values lie in the bounds).
+    """
+    found: dict[str, dict[str, KeyValues]] = {}
+    for i, key in enumerate(block.keys):
+        name = f"{KEY_PREFIX}{i}"
+        if not isinstance(key, exp.Column) or affected.column(name).null_count:
+            continue
+        values = arrow_keys(affected, [name])
+        if values is not None:
+            found.setdefault(key.table, {})[key.name] = values[name]
+    return found
+
+
+def _aggregated(block: GroupedBlock, sides: Sequence[pa.Table | None], affected: pa.Table
+                ) -> pa.Table | str:
+    """The affected groups aggregated at each side, weighted +1 (new) and -1 (old)."""
+    present = [rows for rows in sides if rows is not None]
+    if not present:
+        return EMPTY
+    schema = present[0].schema
+    selects, types = [], []
+    for output in block.outputs:
+        if output.key is not None:
+            selects.append(f"r.{_quoted(f'{KEY_PREFIX}{output.key}')}")
+            types.append(_plain(schema.field(f"{KEY_PREFIX}{output.key}").type))
+            continue
+        assert output.function is not None
+        arg = schema.field(f"{ARG_PREFIX}{output.arg}").type if output.arg is not None else None
+        aggregate = _aggregate(output.function, f"r.{_quoted(f'{ARG_PREFIX}{output.arg}')}", arg)
+        if isinstance(aggregate, str):
+            return aggregate
+        selects.append(aggregate[0])
+        types.append(aggregate[1])
+    names = [f"{KEY_PREFIX}{i}" for i in range(len(block.keys))]
+    sql = f"SELECT {', '.join(selects)} FROM rows AS r{_semi_join(names)}{_group_by(names)}"
+    parts = []
+    for rows, weight in zip(sides, (1, -1), strict=True):
+        result = local_engine.run_sql(sql, {"rows": rows if rows is not None else
+                                            schema.empty_table(), "keys": affected})
+        if isinstance(result, str):
+            return result
+        columns = [result.column(i).cast(t) for i, t in enumerate(types)]
+        columns.append(pa.array([weight] * result.num_rows, pa.int64()))
+        parts.append(pa.Table.from_arrays(columns, names=[*block.query.named_selects, WEIGHT]))
+    return pa.concat_tables(parts)
+
+
+def _aggregate(function: type[exp.AggFunc], arg: str, arg_type: pa.DataType | None
+               ) -> tuple[str, pa.DataType] | str:
+    """DuckDB SQL computing the aggregate as Spark 3.5 does, and Spark's type of it.
+
+    ``COUNT`` is a bigint; ``SUM`` of integers a bigint (DuckDB stops where Spark would
+    wrap), of decimals ``decimal(min(38, p + 10), s)``, of floating point a double;
+    ``AVG`` of integers or floating point a double (Spark sums doubles); ``MIN`` and
+    ``MAX`` keep the argument's type. Source: Spark 3.5 ``Sum``, ``Average``.
+    """
+    if arg_type is None:
+        return "COUNT(*)", pa.int64()
+    plain = _plain(arg_type)
+    if function is exp.Count:
+        return f"COUNT({arg})", pa.int64()
+    if function in (exp.Min, exp.Max):
+        if pa.types.is_nested(plain) or pa.types.is_null(plain):
+            return f"{function.__name__.upper()} of {plain}: not taken by the local engine"
+        return f"{function.__name__.upper()}({arg})", plain
+    if pa.types.is_floating(plain) or (pa.types.is_integer(plain) and function is exp.Avg):
+        return f"{function.__name__.upper()}(CAST({arg} AS DOUBLE))", pa.float64()
+    if pa.types.is_integer(plain):
+        return f"CAST(SUM(CAST({arg} AS HUGEINT)) AS BIGINT)", pa.int64()
+    if pa.types.is_decimal(plain) and function is exp.Sum:
+        if plain.precision > MAX_SUMMED_PRECISION:
+            return f"a SUM of {plain}: more than {MAX_SUMMED_PRECISION} digits"
+        target = pa.decimal128(min(38, plain.precision + 10), plain.scale)
+        return (f"CAST(SUM(CAST({arg} AS DECIMAL(38, {plain.scale}))) AS "
+                f"DECIMAL({target.precision}, {target.scale}))"), target
+    return f"{function.__name__.upper()} of {plain}: rounded as Spark's, on Spark"
+
+
+def _plain(data_type: pa.DataType) -> pa.DataType:
+    """The type of the values (a dictionary's value type)."""
+    return data_type.value_type if pa.types.is_dictionary(data_type) else data_type
+
+
+def _semi_join(names: Sequence[str]) -> str:
+    if not names:
+        return ""
+    on = " AND ".join(f"r.{_quoted(n)} IS NOT DISTINCT FROM k.{_quoted(n)}" for n in names)
+    return f" SEMI JOIN keys AS k ON {on}"
+
+
+def _group_by(names: Sequence[str]) -> str:
+    return f" GROUP BY {', '.join(f'r.{_quoted(n)}' for n in names)}" if names else ""
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
