@@ -1,8 +1,8 @@
 """Affected-key recompute of an aggregate block on the local engine.
 
-A view that groups a block of filters, projections and inner joins by an aggregate the
-invertible law does not keep (``MIN``, ``MAX``, ``AVG`` of doubles, ``COUNT(DISTINCT)``)
-is maintained by recomputing the groups its change touches
+A view that groups a block of filters, projections and inner joins with an aggregate the
+invertible law does not keep (``MIN``, ``MAX``, ``AVG`` of doubles), a ``HAVING`` or an
+output computed from aggregates is maintained by recomputing the groups its change touches
 (:data:`ivm.laws.Law.AFFECTED_KEY_RECOMPUTE`): the block's output for those keys at the
 new snapshot (+1) minus the same at the old (-1). When the change and the rows of those
 groups are small, this runs in process and no Spark job:
@@ -14,17 +14,19 @@ groups are small, this runs in process and no Spark job:
    the values of the tables read before it (a semi-join reduction,
    :func:`ivm.driver_delta.read_order`); a read of more than ``max_rows`` rows declines;
 3. the block's grouping values and aggregate arguments are computed by the local engine
-   (:func:`ivm.local_engine.run`, in Spark's types), and the groups of the affected keys
-   aggregated by DuckDB in the types of Spark's aggregates (:func:`_aggregate`).
+   (:func:`ivm.local_engine.run`, in Spark's types); the groups of the affected keys are
+   aggregated by DuckDB in the types of Spark's aggregates (:func:`_aggregate`); and the
+   outputs and ``HAVING`` computed from them by the local engine again.
 
 Sums and averages of doubles depend on the order of addition in both engines (Spark's
 answer differs between two runs of the same query over other partitions); they agree to
 rounding, not bit for bit. Every other output is exact. Not taken here (Spark recomputes
-the groups): ``HAVING``, outputs computed from aggregates, ``AVG`` of decimals (rounded
-as Spark's ``Divide``, where DuckDB divides as doubles), ``SUM`` of decimals of more than
-28 digits, ``DISTINCT`` inside an aggregate, grouping by floating point (Spark makes NaN
-equal to NaN and -0.0 equal to 0.0 there), grouping sets, windows, outer joins and derived
-tables.
+the groups): ``AVG`` of decimals (rounded as Spark's ``Divide``, where DuckDB divides as
+doubles), ``SUM`` of decimals of more than 28 digits, ``DISTINCT`` inside an aggregate,
+grouping by floating point (Spark makes NaN equal to NaN and -0.0 equal to 0.0 there),
+grouping sets, windows, outer joins and derived tables. The outputs and ``HAVING`` may be
+any expressions over the grouping values and the aggregates in the local engine's subset
+(:mod:`ivm.spark_types`); they are computed per group, after the aggregates.
 """
 
 from __future__ import annotations
@@ -62,19 +64,21 @@ MAX_SUMMED_PRECISION = 28
 an overflow check, which a sum of fewer than 10^10 values of 28 digits cannot reach."""
 
 
+AGGREGATED = "__agg"
+"""The relation of the affected groups' grouping values and aggregates."""
+
+
 @dataclass(frozen=True)
-class Output:
-    """One output of the grouped block.
+class Aggregate:
+    """One aggregate call of the query.
 
     Attributes:
-        key: The position of the grouping expression it reads, or None for an aggregate.
-        function: The aggregate (``COUNT``, ``SUM``, ``AVG``, ``MIN`` or ``MAX``).
-        arg: The position of the aggregate's argument, None for ``COUNT(*)``.
+        function: ``COUNT``, ``SUM``, ``AVG``, ``MIN`` or ``MAX``.
+        arg: The position of its argument among the rows' ``__a<j>``; None for ``COUNT(*)``.
     """
 
-    key: int | None = None
-    function: type[exp.AggFunc] | None = None
-    arg: int | None = None
+    function: type[exp.AggFunc]
+    arg: int | None
 
 
 @dataclass(frozen=True)
@@ -86,13 +90,17 @@ class GroupedBlock:
         keys: Its grouping expressions (none: one group).
         rows: The block computing ``__k<i>`` (each grouping expression) and ``__a<j>`` (each
             aggregate argument) per row: a plain block :func:`ivm.local_engine.run` takes.
-        outputs: The query's outputs, in order.
+        aggregates: The aggregate calls, computed per group as ``__g<m>``.
+        outputs: The query's outputs and ``HAVING`` over the groups: a block reading
+            relation ``__agg`` (``__k<i>`` and ``__g<m>``) that :func:`ivm.local_engine.run`
+            takes.
     """
 
     query: exp.Select
     keys: tuple[exp.Expr, ...]
     rows: exp.Select
-    outputs: tuple[Output, ...]
+    aggregates: tuple[Aggregate, ...]
+    outputs: exp.Select
 
     @property
     def key_rows(self) -> exp.Select:
@@ -118,42 +126,80 @@ def grouped_block(query: exp.Query) -> GroupedBlock | str:
     if keys is None:
         return "no grouping"
     clauses = {name for name, value in query.args.items() if value} - {
-        "expressions", "from", "from_", "joins", "where", "group"}
+        "expressions", "from", "from_", "joins", "where", "group", "having"}
     if clauses - {"distinct"} or (query.args.get("group") and "distinct" in clauses):
-        return f"clauses {sorted(clauses)} besides GROUP BY"
+        return f"clauses {sorted(clauses)} besides GROUP BY and HAVING"
     if has_grouping_sets(query) or windows(query) or outer_join(query) is not None:
         return "grouping sets, a window or an outer join"
     if any(k.type is not None and k.type.is_type(*FLOATING) for k in keys):
         return "a grouping value in floating point (Spark makes NaN equal to NaN there)"
+    calls: list[exp.AggFunc] = []
+    outputs = _over_groups(query, keys, calls)
+    if isinstance(outputs, str):
+        return outputs
     args: list[exp.Expr] = []
-    outputs = []
-    for select in query.selects:
-        output = _output(select.unalias(), keys, args)
-        if isinstance(output, str):
-            return output
-        outputs.append(output)
+    aggregates = []
+    for call in calls:
+        aggregate = _aggregate_call(call, args)
+        if isinstance(aggregate, str):
+            return aggregate
+        aggregates.append(aggregate)
+    rows = _rows_block(query, keys, args)
+    refused = block_refusal(rows) or local_engine.refusal(outputs)
+    return refused or GroupedBlock(query, tuple(keys), rows, tuple(aggregates), outputs)
+
+
+def _rows_block(query: exp.Select, keys: Sequence[exp.Expr], args: Sequence[exp.Expr]
+                ) -> exp.Select:
+    """The block's FROM, joins and WHERE computing ``__k<i>`` and ``__a<j>`` per row."""
     rows = query.select(*[k.copy().as_(f"{KEY_PREFIX}{i}") for i, k in enumerate(keys)],
                         *[a.copy().as_(f"{ARG_PREFIX}{j}") for j, a in enumerate(args)],
                         append=False, copy=True)
-    for clause in ("group", "distinct"):
+    for clause in ("group", "distinct", "having"):
         rows.set(clause, None)
     if not rows.selects:
         rows = rows.select(exp.alias_(exp.Literal.number(1), "__one"), copy=False)
-    refused = block_refusal(rows)
-    return refused or GroupedBlock(query, tuple(keys), rows, tuple(outputs))
+    return rows
 
 
-def _output(node: exp.Expr, keys: Sequence[exp.Expr], args: list[exp.Expr]) -> Output | str:
-    """``node`` as a grouping value or an aggregate of one argument (added to ``args``)."""
-    if node in keys:
-        return Output(key=list(keys).index(node))
+def _over_groups(query: exp.Select, keys: Sequence[exp.Expr], calls: list[exp.AggFunc]
+                 ) -> exp.Select | str:
+    """The outputs and ``HAVING`` as a block reading ``__agg``.
+
+    Each grouping expression and aggregate call (added to ``calls``) is replaced by its
+    column there; or the reason when a column is read outside them.
+    """
+    refused: list[str] = []
+
+    def replaced(node: exp.Expr) -> exp.Expr:
+        if node in keys:
+            return exp.column(f"{KEY_PREFIX}{list(keys).index(node)}", table=AGGREGATED)
+        if isinstance(node, exp.Filter | exp.Window):
+            refused.append(f"{node.sql('spark')}: FILTER or a window over the groups")
+        elif isinstance(node, exp.AggFunc):
+            if node not in calls:
+                calls.append(node)
+            return exp.column(f"__g{calls.index(node)}", table=AGGREGATED)
+        elif isinstance(node, exp.Column):
+            refused.append(f"{node.sql('spark')}: a column outside the grouping")
+        return node
+
+    outputs = exp.select(*[s.transform(replaced) for s in query.selects]).from_(AGGREGATED)
+    having = query.args.get("having")
+    if having is not None:
+        outputs = outputs.where(having.this.transform(replaced), copy=False)
+    return refused[0] if refused else outputs
+
+
+def _aggregate_call(node: exp.AggFunc, args: list[exp.Expr]) -> Aggregate | str:
+    """``node`` as an aggregate of one plain argument (added to ``args``), or why not."""
     if not isinstance(node, AGGREGATES):
-        return f"{node.sql('spark')}: an output other than a grouping value or an aggregate"
+        return f"{node.sql('spark')}: an aggregate the local engine does not take"
     arg = node.this
     if isinstance(arg, exp.Distinct) or arg is None and not isinstance(node, exp.Count):
         return f"{node.sql('spark')}: DISTINCT inside an aggregate"
     if arg is None or isinstance(arg, exp.Star):
-        return Output(function=exp.Count)
+        return Aggregate(exp.Count, None)
     if arg.find(exp.AggFunc, exp.Window) is not None or len(node.expressions) > 0:
         return f"{node.sql('spark')}: an aggregate of more than one plain argument"
     if isinstance(node, exp.Avg) and arg.type is not None and arg.type.is_type(
@@ -161,7 +207,7 @@ def _output(node: exp.Expr, keys: Sequence[exp.Expr], args: list[exp.Expr]) -> O
         return f"{node.sql('spark')}: an average of decimals rounds as Spark's Divide"
     if arg not in args:
         args.append(arg)
-    return Output(function=type(node), arg=args.index(arg))
+    return Aggregate(type(node), args.index(arg))
 
 
 def recompute_delta(block: GroupedBlock, changes: Mapping[str, pa.Table],
@@ -253,36 +299,40 @@ def _own_restrictions(block: GroupedBlock, affected: pa.Table
 
 def _aggregated(block: GroupedBlock, sides: Sequence[pa.Table | None], affected: pa.Table
                 ) -> pa.Table | str:
-    """The affected groups aggregated at each side, weighted +1 (new) and -1 (old)."""
+    """The affected groups' outputs at each side, weighted +1 (new) and -1 (old)."""
     present = [rows for rows in sides if rows is not None]
     if not present:
         return EMPTY
     schema = present[0].schema
-    selects, types = [], []
-    for output in block.outputs:
-        if output.key is not None:
-            selects.append(f"r.{_quoted(f'{KEY_PREFIX}{output.key}')}")
-            types.append(_plain(schema.field(f"{KEY_PREFIX}{output.key}").type))
-            continue
-        assert output.function is not None
-        arg = schema.field(f"{ARG_PREFIX}{output.arg}").type if output.arg is not None else None
-        aggregate = _aggregate(output.function, f"r.{_quoted(f'{ARG_PREFIX}{output.arg}')}", arg)
+    names = [f"{KEY_PREFIX}{i}" for i in range(len(block.keys))]
+    selects = [f"r.{_quoted(n)}" for n in names]
+    types = [_plain(schema.field(n).type) for n in names]
+    for m, call in enumerate(block.aggregates):
+        arg = f"{ARG_PREFIX}{call.arg}"
+        aggregate = _aggregate(call.function, f"r.{_quoted(arg)}",
+                               schema.field(arg).type if call.arg is not None else None)
         if isinstance(aggregate, str):
             return aggregate
-        selects.append(aggregate[0])
+        selects.append(f"{aggregate[0]} AS __g{m}")
         types.append(aggregate[1])
-    names = [f"{KEY_PREFIX}{i}" for i in range(len(block.keys))]
     sql = f"SELECT {', '.join(selects)} FROM rows AS r{_semi_join(names)}{_group_by(names)}"
     parts = []
     for rows, weight in zip(sides, (1, -1), strict=True):
-        result = local_engine.run_sql(sql, {"rows": rows if rows is not None else
+        groups = local_engine.run_sql(sql, {"rows": rows if rows is not None else
                                             schema.empty_table(), "keys": affected})
-        if isinstance(result, str):
-            return result
-        columns = [result.column(i).cast(t) for i, t in enumerate(types)]
-        columns.append(pa.array([weight] * result.num_rows, pa.int64()))
-        parts.append(pa.Table.from_arrays(columns, names=[*block.query.named_selects, WEIGHT]))
-    return pa.concat_tables(parts)
+        if isinstance(groups, str):
+            return groups
+        columns = [groups.column(i).cast(t) for i, t in enumerate(types)]
+        outputs = local_engine.run(block.outputs, {AGGREGATED: pa.Table.from_arrays(
+            columns, names=groups.column_names)})
+        if isinstance(outputs, str):
+            return outputs
+        parts.append(outputs.append_column(WEIGHT, pa.array([weight] * outputs.num_rows,
+                                                            pa.int64())))
+    try:
+        return pa.concat_tables(parts, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return "the two sides' column types differ"
 
 
 def _aggregate(function: type[exp.AggFunc], arg: str, arg_type: pa.DataType | None
