@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
+import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import ForbiddenError, OAuthError, RESTError, UnauthorizedError
@@ -16,11 +17,13 @@ from requests.exceptions import RequestException, Timeout
 from urllib3.util.retry import Retry
 
 from catalog_api import CatalogSettings
-from catalog_api.security import AuthSetupError
 from lakehouse.config import Config
 from lakehouse.errors import CatalogAccessError, CatalogUnavailableError, ConfigError
 from lakehouse.storage import pyiceberg_properties, storage_s3
 from lakehouse.storage_probe import prepare_warehouse
+
+if TYPE_CHECKING:
+    from catalog_api.security import AuthSetupError
 
 TOKEN_PATH = "/v1/oauth/tokens"
 """The catalog's OAuth2 token endpoint, relative to its base URI."""
@@ -51,10 +54,10 @@ def request_token(uri: str, credential: str) -> str:
     """
     client_id, _, secret = credential.partition(":")
     try:
-        response = httpx.post(f"{uri}{TOKEN_PATH}", timeout=10.0, data={
+        response = requests.post(f"{uri}{TOKEN_PATH}", timeout=10.0, data={
             "grant_type": "client_credentials", "client_id": client_id,
             "client_secret": secret, "scope": "catalog"})
-    except httpx.HTTPError as error:
+    except RequestException as error:
         raise CatalogUnavailableError(uri, f"token request failed: {type(error).__name__}"
                                       ) from None
     if response.status_code != 200:
@@ -121,8 +124,8 @@ def _first_line(error: Exception) -> str:
 def catalog_answers(uri: str) -> bool:
     """Whether a REST catalog answers ``GET {uri}/v1/config``."""
     try:
-        return httpx.get(f"{uri}/v1/config", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
+        return requests.get(f"{uri}/v1/config", timeout=2.0).status_code == 200
+    except RequestException:
         return False
 
 
@@ -173,7 +176,7 @@ def register_delta_copy(catalog_uri: str, view: str, location: str,
                         credential: str | None = None) -> None:
     """List a view's Delta copy in the catalog as a Polaris generic table (format delta).
 
-    An existing entry is kept. Raises ``httpx.HTTPStatusError`` on any other refusal,
+    An existing entry is kept. Raises ``requests.HTTPError`` on any other refusal,
     :class:`CatalogAccessError` when the catalog refuses ``credential`` a token, and
     :class:`CatalogUnavailableError` when its token endpoint does not answer.
     """
@@ -181,10 +184,11 @@ def register_delta_copy(catalog_uri: str, view: str, location: str,
     if credential is not None:
         headers["Authorization"] = f"Bearer {request_token(catalog_uri, credential)}"
     namespace, table = view.rsplit(".", 1)
-    body = {"name": f"{table}{DELTA_COPY_SUFFIX}", "format": "delta", "base-location": location,
-            "doc": f"Delta copy of the maintained view {view}",
-            "properties": {"lakehouse.view": view}}
-    response = httpx.post(
+    body: dict[str, str | dict[str, str]] = {
+        "name": f"{table}{DELTA_COPY_SUFFIX}", "format": "delta", "base-location": location,
+        "doc": f"Delta copy of the maintained view {view}",
+        "properties": {"lakehouse.view": view}}
+    response = requests.post(
         f"{catalog_uri}/polaris/v1/namespaces/{namespace}/generic-tables", json=body,
         headers=headers, timeout=10.0)
     if response.status_code != 409:

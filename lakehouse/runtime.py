@@ -18,10 +18,7 @@ import pyarrow as pa
 from cachetools import TTLCache
 from pyiceberg.catalog import Catalog
 from pyiceberg.table.metadata import TableMetadata
-from pyspark.sql import SparkSession
 
-from catalog_api.errors import ListenError as CatalogListenError
-from catalog_api.security import AuthSetupError
 from ivm import SourceInput, ViewPlan, local_refusal, recompute, referenced_sources
 from lakehouse.catalog_client import (
     auth_config_error,
@@ -64,6 +61,8 @@ from sinks.iceberg import ARROW_MAX_ROWS, IcebergSink
 from sinks.refresh_state import RefreshStates, SourceTable
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from catalog_api.server import RunningServer
     from lakehouse.maintenance import MaintenanceResult
 
@@ -88,9 +87,13 @@ def start_catalog(config: Config, port: int | None = None) -> RunningServer:
         lakehouse.errors.StorageError: The warehouse's storage cannot be used.
         ConfigError: A secret of ``catalog.auth`` cannot be read.
     """
+    # The web app and its errors are imported only when serving.
+    from catalog_api.errors import ListenError as CatalogListenError
+    from catalog_api.security import AuthSetupError
+
     prepare_warehouse(config)
     try:
-        from catalog_api.server import serve_in_thread  # the web app: only when serving
+        from catalog_api.server import serve_in_thread
         from lakehouse.served import pipeline_routers
 
         return serve_in_thread(catalog_settings(config), config.catalog.host,

@@ -9,24 +9,16 @@ library deep inside a tick meets them with a stack trace.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
-
-import boto3
-from botocore.config import Config as BotoConfig
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ProfileNotFound,
-)
-from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from catalog_api.core.config import S3Settings
 from lakehouse.config import Config
 from lakehouse.errors import StorageError
 from lakehouse.storage import ENDPOINT_VARIABLES, is_s3, storage_s3
+
+if TYPE_CHECKING:
+    from botocore.exceptions import ClientError
 
 __all__ = ["prepare_warehouse"]
 
@@ -61,6 +53,10 @@ def _endpoint_key(config: Config) -> str:
 
 
 def _client(config: Config, s3: S3Settings) -> Any:
+    import boto3  # only for an S3 warehouse
+    from botocore.config import Config as BotoConfig
+    from botocore.exceptions import ProfileNotFound
+
     try:
         session = boto3.session.Session()
     except ProfileNotFound as error:
@@ -75,6 +71,14 @@ def _client(config: Config, s3: S3Settings) -> Any:
 
 
 def _head_bucket(config: Config, s3: S3Settings) -> None:
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+    )
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+
     bucket = urlparse(config.warehouse).netloc
     client = _client(config, s3)
     where = s3.endpoint or "AWS S3"

@@ -20,8 +20,6 @@ from enum import IntEnum
 
 from pyiceberg.typedef import Identifier
 
-from catalog_api.errors import ForbiddenError
-
 CATALOG: Identifier = ()
 """The namespace of a catalog-wide grant."""
 
@@ -90,6 +88,8 @@ class Principal:
             ForbiddenError: 403 naming the principal, the action and the role it needs.
         """
         if not self.can(namespace, role):
+            from catalog_api.errors import ForbiddenError  # it loads FastAPI: only to refuse
+
             where = ".".join(namespace) or "the catalog"
             raise ForbiddenError(
                 f"Principal {self.name!r} may not {action}: it needs the {role.label} role "

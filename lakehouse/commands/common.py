@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.text import Text
-from rich.traceback import Traceback
 
 from lakehouse.config import Config, load_config
 from lakehouse.errors import LakehouseError
@@ -47,6 +46,8 @@ def load(path: Path) -> Config:
 def fail(error: Exception) -> typer.Exit:
     """Print ``error`` (with its traceback when ``LAKEHOUSE_DEBUG`` is set); exit code 1."""
     if os.environ.get("LAKEHOUSE_DEBUG"):
+        from rich.traceback import Traceback
+
         console.print(Traceback.from_exception(type(error), error, error.__traceback__))
     print_error(error)
     return typer.Exit(1)
