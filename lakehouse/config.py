@@ -519,8 +519,8 @@ class Config(_Strict):
 
     @property
     def warehouse_is_local(self) -> bool:
-        """Whether the warehouse is a local folder (not an object store URI)."""
-        return "://" not in self.warehouse or self.warehouse.startswith("file://")
+        """Whether the warehouse is a local folder: a path or a ``file:`` URI (any spelling)."""
+        return urlsplit(self.warehouse).scheme.lower() in ("", "file")
 
     @property
     def warehouse_path(self) -> Path:
@@ -531,7 +531,7 @@ class Config(_Strict):
         """
         if not self.warehouse_is_local:
             raise ConfigError("the warehouse is not a local folder", key="warehouse")
-        return Path(self.warehouse.removeprefix("file://")).expanduser().resolve()
+        return Path(_location(self.warehouse))
 
     def delta_uri(self, view: ViewConfig) -> str:
         """Where the Delta copy of ``view`` lives: ``<warehouse>/delta/<namespace>/<table>``."""

@@ -172,3 +172,12 @@ def test_config_errors_never_echo_a_section_or_a_secret() -> None:
         parse_config({"catalog": {"s3": {"secret_access_key": ["SUPERSECRETKEY123"]}}})
     assert raised.value.key == "catalog.s3.secret_access_key"
     assert "SUPERSECRETKEY123" not in str(raised.value)
+
+
+@pytest.mark.parametrize("warehouse", ["file:/srv/wh", "file:///srv/wh", "FILE://localhost/srv/wh",
+                                       "/srv/wh"])
+def test_a_local_warehouse_in_any_spelling_is_one_folder(warehouse: str) -> None:
+    config = parse_config({"warehouse": warehouse, "views": []})
+    assert config.warehouse_is_local
+    assert config.warehouse_path == Path("/srv/wh").resolve()
+    assert config.warehouse_uri == Path("/srv/wh").resolve().as_uri()
