@@ -22,9 +22,10 @@ Sums and averages of doubles depend on the order of addition in both engines (Sp
 answer differs between two runs of the same query over other partitions); they agree to
 rounding, not bit for bit. Every other output is exact. Not taken here (Spark recomputes
 the groups): ``AVG`` of decimals (rounded as Spark's ``Divide``, where DuckDB divides as
-doubles), ``SUM`` of decimals of more than 28 digits, ``DISTINCT`` inside an aggregate,
-grouping by floating point (Spark makes NaN equal to NaN and -0.0 equal to 0.0 there),
-grouping sets, windows, outer joins and derived tables. The outputs and ``HAVING`` may be
+doubles), ``SUM`` of decimals of more than 28 digits, ``DISTINCT`` inside an aggregate
+other than ``COUNT(DISTINCT x)``, distinct or grouping values in floating point (Spark
+makes NaN equal to NaN and -0.0 equal to 0.0 there), grouping sets, windows, outer joins
+and derived tables. The outputs and ``HAVING`` may be
 any expressions over the grouping values and the aggregates in the local engine's subset
 (:mod:`ivm.spark_types`); they are computed per group, after the aggregates.
 """
@@ -75,10 +76,12 @@ class Aggregate:
     Attributes:
         function: ``COUNT``, ``SUM``, ``AVG``, ``MIN`` or ``MAX``.
         arg: The position of its argument among the rows' ``__a<j>``; None for ``COUNT(*)``.
+        distinct: ``COUNT(DISTINCT arg)``.
     """
 
     function: type[exp.AggFunc]
     arg: int | None
+    distinct: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,7 @@ def grouped_block(query: exp.Query) -> GroupedBlock | str:
         return f"clauses {sorted(clauses)} besides GROUP BY and HAVING"
     if has_grouping_sets(query) or windows(query) or outer_join(query) is not None:
         return "grouping sets, a window or an outer join"
-    if any(k.type is not None and k.type.is_type(*FLOATING) for k in keys):
+    if any(_is_floating(k) for k in keys):
         return "a grouping value in floating point (Spark makes NaN equal to NaN there)"
     calls: list[exp.AggFunc] = []
     outputs = _over_groups(query, keys, calls)
@@ -195,11 +198,16 @@ def _aggregate_call(node: exp.AggFunc, args: list[exp.Expr]) -> Aggregate | str:
     """``node`` as an aggregate of one plain argument (added to ``args``), or why not."""
     if not isinstance(node, AGGREGATES):
         return f"{node.sql('spark')}: an aggregate the local engine does not take"
-    arg = node.this
-    if isinstance(arg, exp.Distinct) or arg is None and not isinstance(node, exp.Count):
-        return f"{node.sql('spark')}: DISTINCT inside an aggregate"
+    arg, distinct = node.this, isinstance(node.this, exp.Distinct)
+    if distinct:
+        if not isinstance(node, exp.Count) or len(arg.expressions) != 1:
+            return f"{node.sql('spark')}: DISTINCT inside an aggregate other than COUNT(DISTINCT x)"
+        arg = arg.expressions[0]
+        if _is_floating(arg):
+            return f"{node.sql('spark')}: distinct floating-point values (Spark makes NaN one)"
     if arg is None or isinstance(arg, exp.Star):
-        return Aggregate(exp.Count, None)
+        return Aggregate(exp.Count, None) if isinstance(node, exp.Count) else (
+            f"{node.sql('spark')}: an aggregate without an argument")
     if arg.find(exp.AggFunc, exp.Window) is not None or len(node.expressions) > 0:
         return f"{node.sql('spark')}: an aggregate of more than one plain argument"
     if isinstance(node, exp.Avg) and arg.type is not None and arg.type.is_type(
@@ -207,7 +215,12 @@ def _aggregate_call(node: exp.AggFunc, args: list[exp.Expr]) -> Aggregate | str:
         return f"{node.sql('spark')}: an average of decimals rounds as Spark's Divide"
     if arg not in args:
         args.append(arg)
-    return Aggregate(type(node), args.index(arg))
+    return Aggregate(type(node), args.index(arg), distinct)
+
+
+def _is_floating(node: exp.Expr) -> bool:
+    """Whether the SQL types ``node`` as a float or a double (unknown types are not)."""
+    return node.type is not None and node.type.is_type(*FLOATING)
 
 
 def recompute_delta(block: GroupedBlock, changes: Mapping[str, pa.Table],
@@ -309,7 +322,7 @@ def _aggregated(block: GroupedBlock, sides: Sequence[pa.Table | None], affected:
     types = [_plain(schema.field(n).type) for n in names]
     for m, call in enumerate(block.aggregates):
         arg = f"{ARG_PREFIX}{call.arg}"
-        aggregate = _aggregate(call.function, f"r.{_quoted(arg)}",
+        aggregate = _aggregate(call, f"r.{_quoted(arg)}",
                                schema.field(arg).type if call.arg is not None else None)
         if isinstance(aggregate, str):
             return aggregate
@@ -335,20 +348,24 @@ def _aggregated(block: GroupedBlock, sides: Sequence[pa.Table | None], affected:
         return "the two sides' column types differ"
 
 
-def _aggregate(function: type[exp.AggFunc], arg: str, arg_type: pa.DataType | None
+def _aggregate(call: Aggregate, arg: str, arg_type: pa.DataType | None
                ) -> tuple[str, pa.DataType] | str:
     """DuckDB SQL computing the aggregate as Spark 3.5 does, and Spark's type of it.
 
-    ``COUNT`` is a bigint; ``SUM`` of integers a bigint (DuckDB stops where Spark would
-    wrap), of decimals ``decimal(min(38, p + 10), s)``, of floating point a double;
+    ``COUNT`` is a bigint (of distinct values: not of floating point, where Spark makes
+    every NaN one value and -0.0 equal to 0.0); ``SUM`` of integers a bigint (DuckDB stops
+    where Spark would wrap), of decimals ``decimal(min(38, p + 10), s)``, of floating point
+    a double;
     ``AVG`` of integers or floating point a double (Spark sums doubles); ``MIN`` and
     ``MAX`` keep the argument's type. Source: Spark 3.5 ``Sum``, ``Average``.
     """
     if arg_type is None:
         return "COUNT(*)", pa.int64()
-    plain = _plain(arg_type)
+    function, plain = call.function, _plain(arg_type)
+    if call.distinct and (pa.types.is_floating(plain) or pa.types.is_nested(plain)):
+        return f"COUNT(DISTINCT) of {plain}: distinct as Spark's, on Spark"
     if function is exp.Count:
-        return f"COUNT({arg})", pa.int64()
+        return f"COUNT({'DISTINCT ' if call.distinct else ''}{arg})", pa.int64()
     if function in (exp.Min, exp.Max):
         if pa.types.is_nested(plain) or pa.types.is_null(plain):
             return f"{function.__name__.upper()} of {plain}: not taken by the local engine"

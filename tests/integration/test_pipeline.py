@@ -225,7 +225,7 @@ def test_the_engine_setting_chooses_where_ticks_run(
     history = [DeltaTable(runtime.delta_uri(v)).history(1)[0] for v in views]
     assert [json.loads(h["userMetadata"])["lakehouse.engine"] for h in history] == engines
     data["views"] = [{"name": f"{namespace}.top", "engine": "local",
-                      "sql": "SELECT carrier, COUNT(DISTINCT flight) AS n FROM flights "
+                      "sql": "SELECT carrier, SUM(DISTINCT flight) AS n FROM flights "
                              "GROUP BY carrier"}]
     refusing = Runtime(parse_config(data))
     with pytest.raises(ConfigError) as refused:

@@ -105,6 +105,8 @@ def _nonzero(weights: Counter) -> Counter:
     "FROM flights GROUP BY carrier, month",
     "SELECT COUNT(*) AS n, MAX(dep_delay) AS hi, SUM(fare) AS s FROM flights",
     "SELECT DISTINCT carrier FROM flights WHERE dep_delay > 1",
+    "SELECT month, COUNT(DISTINCT carrier) AS c, COUNT(DISTINCT fare) AS f FROM flights "
+    "GROUP BY month",
     # a group leaves (UA) and one enters (NULL) the HAVING; outputs over aggregates
     "SELECT carrier, COUNT(*) AS n, MAX(fare) - MIN(fare) AS r FROM flights "
     "GROUP BY carrier HAVING COUNT(*) > 1",
@@ -139,8 +141,10 @@ def test_a_null_group_is_recomputed_from_every_row() -> None:
      "FILTER or a window over the groups"),
     ("SELECT carrier, STDDEV(month) AS n FROM flights GROUP BY carrier",
      "an aggregate the local engine does not take"),
-    ("SELECT carrier, COUNT(DISTINCT month) AS m FROM flights GROUP BY carrier",
-     "DISTINCT inside an aggregate"),
+    ("SELECT carrier, SUM(DISTINCT month) AS m FROM flights GROUP BY carrier",
+     "DISTINCT inside an aggregate other than COUNT(DISTINCT x)"),
+    ("SELECT carrier, COUNT(DISTINCT dep_delay) AS m FROM flights GROUP BY carrier",
+     "distinct floating-point values"),
     ("SELECT carrier, month, SUM(fare) OVER (PARTITION BY carrier) AS s FROM flights",
      "no grouping"),
     ("SELECT carrier, AVG(fare) AS a FROM flights GROUP BY carrier",
