@@ -9,6 +9,7 @@ action; with column mapping a column keeps its ``delta.columnMapping.id`` across
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -17,7 +18,6 @@ from deltalake.schema import Field, PrimitiveType
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
-from pyspark.sql.pandas.types import from_arrow_type
 
 DELTA_COLUMN_ID = "delta.columnMapping.id"
 """Field metadata key of a Delta column's id under column mapping."""
@@ -98,25 +98,48 @@ def _from_iceberg(schema: Schema) -> SourceSchema:
 
 
 def _spark_type(arrow_type: pa.DataType) -> str:
-    """Spark's name for an Arrow type (timestamps without zone are ``timestamp_ntz``)."""
-    return str(from_arrow_type(_plain(arrow_type), prefer_timestamp_ntz=True).simpleString())
+    """Spark's name for an Arrow type, as PySpark's ``from_arrow_type`` maps it.
 
+    Timestamps without zone are ``timestamp_ntz``; the large and view variants of strings,
+    binaries and lists (which PySpark does not map) are named as the plain ones. Written out
+    rather than asked of PySpark, whose mapping imports ``distutils`` (through setuptools,
+    0.2-0.5 s at each process's first view compile); ``tests/unit/test_schema_guard.py``
+    checks it against PySpark's.
 
-def _plain(arrow_type: pa.DataType) -> pa.DataType:
-    """The type with large and view variants (which Spark does not map) made plain."""
-    if pa.types.is_large_string(arrow_type) or pa.types.is_string_view(arrow_type):
-        return pa.string()
-    if pa.types.is_large_binary(arrow_type) or pa.types.is_binary_view(arrow_type):
-        return pa.binary()
+    Raises:
+        TypeError: Spark has no type for it (unsigned integers, times, fixed-size binaries).
+    """
+    if pa.types.is_dictionary(arrow_type):
+        return _spark_type(arrow_type.value_type)
+    for is_kind, name in _SPARK_NAMES:
+        if is_kind(arrow_type):
+            return name
+    if pa.types.is_decimal(arrow_type):
+        return f"decimal({arrow_type.precision},{arrow_type.scale})"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp_ntz" if arrow_type.tz is None else "timestamp"
+    if (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)
+            or pa.types.is_list_view(arrow_type) or pa.types.is_large_list_view(arrow_type)):
+        return f"array<{_spark_type(arrow_type.value_type)}>"
     if pa.types.is_map(arrow_type):
-        return pa.map_(_plain(arrow_type.key_type), _plain(arrow_type.item_type))
-    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or (
-            pa.types.is_list_view(arrow_type) or pa.types.is_large_list_view(arrow_type)):
-        return pa.list_(_plain(arrow_type.value_type))
+        return f"map<{_spark_type(arrow_type.key_type)},{_spark_type(arrow_type.item_type)}>"
     if pa.types.is_struct(arrow_type):
-        return pa.struct([arrow_type.field(i).with_type(_plain(arrow_type.field(i).type))
-                          for i in range(arrow_type.num_fields)])
-    return arrow_type
+        fields = (arrow_type.field(i) for i in range(arrow_type.num_fields))
+        return f"struct<{','.join(f'{f.name}:{_spark_type(f.type)}' for f in fields)}>"
+    raise TypeError(f"Spark has no type for Arrow type {arrow_type}")
+
+
+_SPARK_NAMES: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
+    (pa.types.is_boolean, "boolean"), (pa.types.is_int8, "tinyint"),
+    (pa.types.is_int16, "smallint"), (pa.types.is_int32, "int"), (pa.types.is_int64, "bigint"),
+    (pa.types.is_float32, "float"), (pa.types.is_float64, "double"),
+    (pa.types.is_string, "string"), (pa.types.is_large_string, "string"),
+    (pa.types.is_string_view, "string"), (pa.types.is_binary, "binary"),
+    (pa.types.is_large_binary, "binary"), (pa.types.is_binary_view, "binary"),
+    (pa.types.is_date32, "date"), (pa.types.is_duration, "interval day to second"),
+    (pa.types.is_null, "void"),
+)
+"""Spark's names of the Arrow types without parameters (PySpark's ``from_arrow_type``)."""
 
 
 def _delta_type(field: Field) -> str:

@@ -98,3 +98,43 @@ def test_delta_schema_at_each_version(tmp_path) -> None:
     assert new.spark_types() == {"id": "bigint", "v": "string", "ts": "timestamp_ntz"}
     assert [c.type for c in new.columns] == ["long", "string", "timestamp_ntz"]
     assert new.column("id") is not None and new.column("id").field_id is None  # type: ignore[union-attr]
+
+
+SPARK_MAPPED = [
+    pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(),
+    pa.string(), pa.binary(), pa.date32(), pa.decimal128(7, 2), pa.decimal128(38, 10),
+    pa.timestamp("us"), pa.timestamp("us", tz="UTC"), pa.duration("us"), pa.null(),
+    pa.list_(pa.int32()), pa.map_(pa.string(), pa.float64()),
+    pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))]),
+    pa.list_(pa.struct([("x", pa.decimal128(10, 0))])),
+]
+
+
+@pytest.mark.parametrize("arrow_type", SPARK_MAPPED, ids=str)
+def test_spark_type_names_are_pysparks(arrow_type: pa.DataType) -> None:
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from lakehouse.sources.schema import _spark_type
+
+    expected = from_arrow_type(arrow_type, prefer_timestamp_ntz=True).simpleString()
+    assert _spark_type(arrow_type) == expected
+    assert _spark_type(pa.dictionary(pa.int32(), arrow_type)) == expected
+
+
+@pytest.mark.parametrize(("variant", "plain"), [
+    (pa.large_string(), "string"), (pa.string_view(), "string"), (pa.large_binary(), "binary"),
+    (pa.binary_view(), "binary"), (pa.large_list(pa.large_string()), "array<string>"),
+    (pa.list_view(pa.int8()), "array<tinyint>")])
+def test_large_and_view_variants_are_named_as_the_plain_types(variant: pa.DataType,
+                                                                plain: str) -> None:
+    from lakehouse.sources.schema import _spark_type
+
+    assert _spark_type(variant) == plain
+
+
+@pytest.mark.parametrize("arrow_type", [pa.uint32(), pa.time64("us"), pa.binary(16)], ids=str)
+def test_types_spark_lacks_are_refused(arrow_type: pa.DataType) -> None:
+    from lakehouse.sources.schema import _spark_type
+
+    with pytest.raises(TypeError, match="Spark has no type"):
+        _spark_type(arrow_type)
