@@ -20,11 +20,11 @@ from ivm.aggregate_form import aggregate_form
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, block_refusal
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.laws import Law
-from ivm.local_recompute import grouped_block
+from ivm.local_recompute import GroupedBlock, grouped_block
 from ivm.plan import ViewPlan
 from ivm.shape import key_expressions, outer_join
 
-__all__ = ["LOCAL_LIMITS", "Engine", "local_refusal", "plain_block"]
+__all__ = ["LOCAL_LIMITS", "Engine", "local_refusal", "plain_block", "recomputed_block"]
 
 Engine = Literal["local", "spark"]
 """The engine a tick ran on."""
@@ -51,6 +51,19 @@ def plain_block(plan: ViewPlan) -> exp.Select | None:
     return query
 
 
+def recomputed_block(plan: ViewPlan) -> GroupedBlock | str | None:
+    """The view's grouping, split for the local engine (:mod:`ivm.local_recompute`).
+
+    Only for a view whose top node is an aggregate maintained by affected-key recompute.
+
+    Returns:
+        The split, or why the local engine cannot take it; None for any other view.
+    """
+    if plan.root.law != Law.AFFECTED_KEY_RECOMPUTE or plan.root.operator != "aggregate":
+        return None
+    return grouped_block(plan.query)
+
+
 def local_refusal(plan: ViewPlan) -> str | None:
     """Why no tick of the view can run on the local engine, or None when small ones can.
 
@@ -66,8 +79,8 @@ def local_refusal(plan: ViewPlan) -> str | None:
     block = plain_block(plan)
     if block is not None:
         return block_refusal(block)
-    if plan.root.law == Law.AFFECTED_KEY_RECOMPUTE and plan.root.operator == "aggregate":
-        grouped = grouped_block(plan.query)
+    grouped = recomputed_block(plan)
+    if grouped is not None:
         return grouped if isinstance(grouped, str) else None
     form = aggregate_form(plan.query) if plan.root.law == Law.INVERTIBLE_AGGREGATE else None
     if form is None:

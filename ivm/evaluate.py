@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import count
 
 import pyarrow as pa
@@ -33,11 +33,11 @@ from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
 from ivm.change_keys import arrow_keys, spark_keys
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
-from ivm.engine_rule import Engine, local_refusal, plain_block
+from ivm.engine_rule import Engine, local_refusal, plain_block, recomputed_block
 from ivm.errors import IvmError, NotIncrementalError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
-from ivm.local_recompute import grouped_block, recompute_delta
+from ivm.local_recompute import GroupedBlock, recompute_delta
 from ivm.plan import TopKPlan, ViewPlan
 from ivm.rewrite import (
     affected_groups,
@@ -289,23 +289,18 @@ def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
         it: the plan (:func:`ivm.engine_rule.local_refusal`), a change feed not in Arrow or
         larger than ``DRIVER_DELTA_MAX_ROWS``, or what could not run locally.
     """
-    refused = local_refusal(plan)
-    if refused is not None:
-        return refused
+    query, grouped = plain_block(plan), recomputed_block(plan)
+    if isinstance(grouped, GroupedBlock):
+        delta_of, how = partial(recompute_delta, grouped), "; its groups recomputed from the driver"
+    elif query is not None:
+        delta_of, how = partial(block_delta, query), ""
+    else:
+        return grouped or local_refusal(plan) or "not a block, nor a grouping over one"
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
         return change_rows
-    query = plain_block(plan)
-    if query is not None:
-        rows = block_delta(query, scope.arrows, scope.readers, scope.relation,
-                           scope.read_max_rows)
-        reason = f"a change of {change_rows:,} rows"
-    else:
-        grouped = grouped_block(plan.query)
-        assert not isinstance(grouped, str), "local_refusal takes the grouping"
-        rows = recompute_delta(grouped, scope.arrows, scope.readers, scope.relation,
-                               scope.read_max_rows)
-        reason = f"a change of {change_rows:,} rows; its groups recomputed from the driver"
+    rows = delta_of(scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
+    reason = f"a change of {change_rows:,} rows{how}"
     if isinstance(rows, str):
         return rows
     names = [*plan.columns, WEIGHT]

@@ -22,12 +22,14 @@ Sums and averages of doubles depend on the order of addition in both engines (Sp
 answer differs between two runs of the same query over other partitions); they agree to
 rounding, not bit for bit. Every other output is exact. Not taken here (Spark recomputes
 the groups): ``AVG`` of decimals (rounded as Spark's ``Divide``, where DuckDB divides as
-doubles), ``SUM`` of decimals of more than 28 digits, ``DISTINCT`` inside an aggregate
-other than ``COUNT(DISTINCT x)``, distinct or grouping values in floating point (Spark
-makes NaN equal to NaN and -0.0 equal to 0.0 there), grouping sets, windows, outer joins
-and derived tables. The outputs and ``HAVING`` may be
-any expressions over the grouping values and the aggregates in the local engine's subset
-(:mod:`ivm.spark_types`); they are computed per group, after the aggregates.
+doubles), a decimal ``SUM`` whose values' magnitudes add up to half the 38-digit range
+(DuckDB 1.5 adds the partial sums of separate chunks without an overflow check; a bound is
+computed beside each sum), ``DISTINCT`` inside an aggregate other than ``COUNT(DISTINCT
+x)``, distinct or grouping values in floating point (Spark makes NaN equal to NaN and -0.0
+equal to 0.0 there), grouping sets, windows, outer joins, derived tables and tables whose
+rows are only counted. The outputs and ``HAVING`` may be any expressions over the grouping
+values and the aggregates in the local engine's subset (:mod:`ivm.spark_types`); they are
+computed per group, after the aggregates.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from ivm import local_engine
@@ -58,13 +61,13 @@ __all__ = ["GroupedBlock", "grouped_block", "recompute_delta"]
 
 KEY_PREFIX = "__k"
 ARG_PREFIX = "__a"
+VALUE_PREFIX = "__v"
+"""Columns of the rows (``__k<i>`` grouping values, ``__a<j>`` aggregate arguments) and of
+the groups (``__k<i>``, ``__v<m>`` aggregate values)."""
+ONE = exp.alias_(exp.Literal.number(1), "__one")
+"""What a block reading no grouping value or argument selects (a SELECT needs an output)."""
 AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 FLOATING = (exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE)
-MAX_SUMMED_PRECISION = 28
-"""Widest decimal summed here: DuckDB 1.5 adds the partial sums of separate chunks without
-an overflow check, which a sum of fewer than 10^10 values of 28 digits cannot reach."""
-
-
 AGGREGATED = "__agg"
 """The relation of the affected groups' grouping values and aggregates."""
 
@@ -89,17 +92,15 @@ class GroupedBlock:
     """A ``GROUP BY`` (or ``SELECT DISTINCT``) over a block, split for the local engine.
 
     Attributes:
-        query: The qualified SELECT.
-        keys: Its grouping expressions (none: one group).
+        keys: The query's grouping expressions (none: one group).
         rows: The block computing ``__k<i>`` (each grouping expression) and ``__a<j>`` (each
             aggregate argument) per row: a plain block :func:`ivm.local_engine.run` takes.
-        aggregates: The aggregate calls, computed per group as ``__g<m>``.
+        aggregates: The aggregate calls, computed per group as ``__v<m>``.
         outputs: The query's outputs and ``HAVING`` over the groups: a block reading
-            relation ``__agg`` (``__k<i>`` and ``__g<m>``) that :func:`ivm.local_engine.run`
+            relation ``__agg`` (``__k<i>`` and ``__v<m>``) that :func:`ivm.local_engine.run`
             takes.
     """
 
-    query: exp.Select
     keys: tuple[exp.Expr, ...]
     rows: exp.Select
     aggregates: tuple[Aggregate, ...]
@@ -110,7 +111,7 @@ class GroupedBlock:
         """The block projected to its grouping values (a constant for one group)."""
         names = [f"{KEY_PREFIX}{i}" for i in range(len(self.keys))]
         keys = [s for s in self.rows.selects if s.alias_or_name in names]
-        return self.rows.select(*(keys or [exp.alias_(exp.Literal.number(1), "__one")]),
+        return self.rows.select(*(keys or [ONE.copy()]),
                                 append=False, copy=True)
 
 
@@ -149,7 +150,16 @@ def grouped_block(query: exp.Query) -> GroupedBlock | str:
         aggregates.append(aggregate)
     rows = _rows_block(query, keys, args)
     refused = block_refusal(rows) or local_engine.refusal(outputs)
-    return refused or GroupedBlock(query, tuple(keys), rows, tuple(aggregates), outputs)
+    return refused or _unread_table(rows) or GroupedBlock(tuple(keys), rows, tuple(aggregates),
+                                                          outputs)
+
+
+def _unread_table(rows: exp.Select) -> str | None:
+    """A table of the block none of whose columns it reads (a read would keep no row count)."""
+    for table in block_tables(rows):
+        if not read_columns(rows, table.alias_or_name):
+            return f"{table.sql('spark')}: no column of it read (its rows only counted)"
+    return None
 
 
 def _rows_block(query: exp.Select, keys: Sequence[exp.Expr], args: Sequence[exp.Expr]
@@ -161,7 +171,7 @@ def _rows_block(query: exp.Select, keys: Sequence[exp.Expr], args: Sequence[exp.
     for clause in ("group", "distinct", "having"):
         rows.set(clause, None)
     if not rows.selects:
-        rows = rows.select(exp.alias_(exp.Literal.number(1), "__one"), copy=False)
+        rows = rows.select(ONE.copy(), copy=False)
     return rows
 
 
@@ -182,7 +192,7 @@ def _over_groups(query: exp.Select, keys: Sequence[exp.Expr], calls: list[exp.Ag
         elif isinstance(node, exp.AggFunc):
             if node not in calls:
                 calls.append(node)
-            return exp.column(f"__g{calls.index(node)}", table=AGGREGATED)
+            return exp.column(f"{VALUE_PREFIX}{calls.index(node)}", table=AGGREGATED)
         elif isinstance(node, exp.Column):
             refused.append(f"{node.sql('spark')}: a column outside the grouping")
         return node
@@ -283,8 +293,8 @@ def _rows(block: GroupedBlock, role: str, affected: pa.Table,
             return f"{table.name} cannot be read on the driver"
         rows = read(role, read_columns(query, alias), {**joined, **own.get(alias, {})}, max_rows)
         if rows is None:
-            return (f"a read of {table.name} restricted to the affected groups spans more "
-                    f"than {max_rows:,} rows")
+            return (f"a read of {table.name} restricted to the affected groups declined "
+                    f"(more than {max_rows:,} rows, or not readable on the driver)")
         if rows.num_rows == 0:
             return None
         known[alias] = relations[relation(role, table.name)] = rows
@@ -312,32 +322,38 @@ def _own_restrictions(block: GroupedBlock, affected: pa.Table
 
 def _aggregated(block: GroupedBlock, sides: Sequence[pa.Table | None], affected: pa.Table
                 ) -> pa.Table | str:
-    """The affected groups' outputs at each side, weighted +1 (new) and -1 (old)."""
+    """The affected groups' outputs at each side, weighted +1 (new) and -1 (old).
+
+    Args:
+        block: The split query.
+        sides: Its rows (:func:`_rows`) at the new and the old snapshot; None: no row.
+        affected: The affected groups' ``__k<i>``.
+
+    Returns:
+        The outputs plus ``_weight``; :data:`ivm.driver_delta.EMPTY` when neither side has
+        a row; or why Spark must compute them.
+    """
     present = [rows for rows in sides if rows is not None]
     if not present:
         return EMPTY
     schema = present[0].schema
-    names = [f"{KEY_PREFIX}{i}" for i in range(len(block.keys))]
-    selects = [f"r.{_quoted(n)}" for n in names]
-    types = [_plain(schema.field(n).type) for n in names]
-    for m, call in enumerate(block.aggregates):
-        arg = f"{ARG_PREFIX}{call.arg}"
-        aggregate = _aggregate(call, f"r.{_quoted(arg)}",
-                               schema.field(arg).type if call.arg is not None else None)
-        if isinstance(aggregate, str):
-            return aggregate
-        selects.append(f"{aggregate[0]} AS __g{m}")
-        types.append(aggregate[1])
-    sql = f"SELECT {', '.join(selects)} FROM rows AS r{_semi_join(names)}{_group_by(names)}"
+    groups = _groups_sql(block, schema)
+    if isinstance(groups, str):
+        return groups
+    sql, types, limits = groups
     parts = []
     for rows, weight in zip(sides, (1, -1), strict=True):
-        groups = local_engine.run_sql(sql, {"rows": rows if rows is not None else
-                                            schema.empty_table(), "keys": affected})
-        if isinstance(groups, str):
-            return groups
-        columns = [groups.column(i).cast(t) for i, t in enumerate(types)]
-        outputs = local_engine.run(block.outputs, {AGGREGATED: pa.Table.from_arrays(
-            columns, names=groups.column_names)})
+        found = local_engine.run_sql(sql, {"rows": rows if rows is not None else
+                                           schema.empty_table(), "keys": affected})
+        if isinstance(found, str):
+            return found
+        if any((pc.max(found.column(name)).as_py() or 0) >= limit
+               for name, limit in limits.items()):
+            return "a decimal sum near 38 digits (DuckDB adds partial sums unchecked)"
+        columns = [found.column(i).cast(t) for i, t in enumerate(types)]
+        names = found.column_names[:len(types)]
+        outputs = local_engine.run(block.outputs, {
+            AGGREGATED: pa.Table.from_arrays(columns, names=names)})
         if isinstance(outputs, str):
             return outputs
         parts.append(outputs.append_column(WEIGHT, pa.array([weight] * outputs.num_rows,
@@ -346,6 +362,35 @@ def _aggregated(block: GroupedBlock, sides: Sequence[pa.Table | None], affected:
         return pa.concat_tables(parts, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return "the two sides' column types differ"
+
+
+def _groups_sql(block: GroupedBlock, schema: pa.Schema
+                ) -> tuple[str, list[pa.DataType], dict[str, float]] | str:
+    """DuckDB SQL of the affected groups' ``__k<i>`` and ``__v<m>`` over rows of ``schema``.
+
+    Returns:
+        The SQL (reading relations ``rows`` and ``keys``), Spark's type of each
+        ``__k``/``__v`` column, and the limit of each magnitude bound the SQL computes after
+        them (``__b<m>``, of a decimal sum); or why an aggregate is not taken.
+    """
+    names = [f"{KEY_PREFIX}{i}" for i in range(len(block.keys))]
+    selects = [f"r.{_quoted(n)}" for n in names]
+    types = [_plain(schema.field(n).type) for n in names]
+    bounds, limits = [], {}
+    for m, call in enumerate(block.aggregates):
+        arg = f"r.{_quoted(f'{ARG_PREFIX}{call.arg}')}" if call.arg is not None else ""
+        arg_type = schema.field(f"{ARG_PREFIX}{call.arg}").type if call.arg is not None else None
+        aggregate = _aggregate(call, arg, arg_type)
+        if isinstance(aggregate, str):
+            return aggregate
+        selects.append(f"{aggregate[0]} AS {VALUE_PREFIX}{m}")
+        types.append(aggregate[1])
+        if call.function is exp.Sum and pa.types.is_decimal(aggregate[1]):
+            bounds.append(f"SUM(ABS(CAST({arg} AS DOUBLE))) AS __b{m}")
+            limits[f"__b{m}"] = 10.0 ** (38 - aggregate[1].scale) / 2
+    sql = (f"SELECT {', '.join(selects + bounds)} FROM rows AS r{_semi_join(names)}"
+           f"{_group_by(names)}")
+    return sql, types, limits
 
 
 def _aggregate(call: Aggregate, arg: str, arg_type: pa.DataType | None
@@ -375,8 +420,6 @@ def _aggregate(call: Aggregate, arg: str, arg_type: pa.DataType | None
     if pa.types.is_integer(plain):
         return f"CAST(SUM(CAST({arg} AS HUGEINT)) AS BIGINT)", pa.int64()
     if pa.types.is_decimal(plain) and function is exp.Sum:
-        if plain.precision > MAX_SUMMED_PRECISION:
-            return f"a SUM of {plain}: more than {MAX_SUMMED_PRECISION} digits"
         target = pa.decimal128(min(38, plain.precision + 10), plain.scale)
         return (f"CAST(SUM(CAST({arg} AS DECIMAL(38, {plain.scale}))) AS "
                 f"DECIMAL({target.precision}, {target.scale}))"), target
