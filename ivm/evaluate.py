@@ -413,6 +413,8 @@ class _Scope:
     registered: list[str] = field(default_factory=list)
     counter: Iterator[int] = field(default_factory=count)
     pending: dict[str, DataFrame | Callable[[], DataFrame]] = field(default_factory=dict)
+    derived: dict[str, str] = field(default_factory=dict)
+    """The virtual source of each derived table lifted so far, by its body's SQL."""
 
     @cached_property
     def spark(self) -> SparkSession:
@@ -554,16 +556,30 @@ def _lift_derived_tables(scope: _Scope, query: exp.Select) -> exp.Select:
         return query
     lifted = query.copy()
     for subquery in derived_tables(lifted):
-        body = subquery.this
-        name = f"__derived{next(scope.counter)}"
-        for role in ("new", "old"):
-            scope.register(scope.run(at_role(body, role, scope.relation)), role, name)
-        if {t.name for t in body.find_all(exp.Table)} & scope.changed:
-            scope.register(consolidate(_delta(scope, body)), "delta", name)
-            scope.changed.add(name)
         alias = exp.TableAlias(this=exp.to_identifier(subquery.alias_or_name))
+        name = _virtual_source(scope, subquery.this)
         subquery.replace(exp.Table(this=exp.to_identifier(name), alias=alias))
     return lifted
+
+
+def _virtual_source(scope: _Scope, body: exp.Query) -> str:
+    """The virtual source of a derived table's ``body``, registered once per evaluation.
+
+    The branches of an expanded ROLLUP or CUBE each read a copy of the block's input
+    (:mod:`ivm.expand_grouping_sets`): a body seen before is read from the same relations
+    rather than computed again.
+    """
+    key = body.sql("spark")
+    name = scope.derived.get(key)
+    if name is not None:
+        return name
+    name = scope.derived[key] = f"__derived{next(scope.counter)}"
+    for role in ("new", "old"):
+        scope.register(scope.run(at_role(body, role, scope.relation)), role, name)
+    if {t.name for t in body.find_all(exp.Table)} & scope.changed:
+        scope.register(consolidate(_delta(scope, body)), "delta", name)
+        scope.changed.add(name)
+    return name
 
 
 def _recompute_keys(

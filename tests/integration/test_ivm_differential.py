@@ -77,6 +77,10 @@ QUERIES = [
     "GROUP BY carrier, month GROUPING SETS ((carrier), (month))",
     "SELECT carrier, SUM(fare) AS s, RANK() OVER (PARTITION BY GROUPING(carrier) "
     "ORDER BY SUM(fare) DESC) AS r FROM flights GROUP BY ROLLUP (carrier)",
+    # each branch of the ROLLUP reads the same derived table: lifted once, shared
+    "SELECT d.carrier, d.month, SUM(d.n) AS s, MAX(d.n) AS m FROM (SELECT carrier, month, "
+    "COUNT(*) AS n FROM flights WHERE dep_delay > 0 GROUP BY carrier, month) d "
+    "GROUP BY ROLLUP (d.carrier, d.month)",
     "SELECT f.carrier, a.name, b.name AS other, COUNT(*) AS n FROM flights f "
     "LEFT OUTER JOIN airlines a ON (f.carrier = a.carrier AND f.month > 1) "
     "JOIN airlines b ON f.carrier = b.carrier GROUP BY f.carrier, a.name, b.name",
