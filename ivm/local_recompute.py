@@ -111,8 +111,7 @@ class GroupedBlock:
         """The block projected to its grouping values (a constant for one group)."""
         names = [f"{KEY_PREFIX}{i}" for i in range(len(self.keys))]
         keys = [s for s in self.rows.selects if s.alias_or_name in names]
-        return self.rows.select(*(keys or [ONE.copy()]),
-                                append=False, copy=True)
+        return self.rows.select(*(keys or [ONE.copy()]), append=False, copy=True)
 
 
 def grouped_block(query: exp.Query) -> GroupedBlock | str:
@@ -258,7 +257,7 @@ def recompute_delta(block: GroupedBlock, changes: Mapping[str, pa.Table],
     if isinstance(affected, str):
         return affected
     if any(pa.types.is_floating(f.type) or pa.types.is_nested(f.type) for f in affected.schema):
-        return "a grouping value in floating point (Spark makes NaN equal to NaN there)"
+        return "a grouping value in floating point (Spark makes NaN equal to NaN) or nested"
     sides = []
     for role in ("new", "old"):
         rows = _rows(block, role, affected, readers, relation, max_rows)
@@ -272,6 +271,18 @@ def _rows(block: GroupedBlock, role: str, affected: pa.Table,
           readers: Mapping[str, ArrowRead | None], relation: Relation, max_rows: int
           ) -> pa.Table | str | None:
     """The block's ``__k``/``__a`` rows at ``role``, at least those of the affected groups.
+
+    Each table is read restricted to the affected values of its own grouping columns and to
+    the join keys of the tables read before it, starting from the one with the most
+    grouping columns.
+
+    Args:
+        block: The split query.
+        role: ``new`` or ``old``.
+        affected: The affected groups' ``__k<i>``.
+        readers: How to read each source on the driver.
+        relation: Names a source's relation at a role.
+        max_rows: Most rows one read may scan.
 
     Returns:
         The rows; None when the block holds none of them; or why a read declined.
