@@ -80,7 +80,8 @@ def tpcds_versions(spark: SparkSession) -> _Versions:
 @pytest.mark.spark
 @pytest.mark.parametrize("name", _selected())
 def test_incremental_equals_full_recompute(name: str, tpcds_versions: _Versions) -> None:
-    query = next(q for q in queries() if q.name == name)
+    query = next((q for q in queries() if q.name == name), None)
+    assert query is not None, f"no TPC-DS query {name!r} (q01 to q99)"
     plan = compile_view(name, query.sql, schemas())
     if not plan.incremental:
         pytest.skip(f"not incremental: {plan.reason}")

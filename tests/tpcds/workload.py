@@ -3,7 +3,8 @@
 The extension (``duckdb-extension-tpcds``, a dev dependency) creates the 24 tables
 (``dsdgen``) and lists the 99 queries (``tpcds_queries()``) in DuckDB's dialect; the
 schema's types are mapped to Spark's and each query is transpiled to Spark SQL with
-sqlglot. Four queries (14, 23, 24, 39) hold two statements: each is its own view here.
+sqlglot. A query text of several statements would give a view per statement (``q14a``,
+``q14b``); the extension lists one statement for each of the 99 (``q01`` to ``q99``).
 """
 
 from __future__ import annotations
