@@ -101,14 +101,14 @@ def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table | str:
             arg = delta.schema.field(f"{ARG_PREFIX}{j}").type
             total, bound = _sum(value, arg, f"{SUM_PREFIX}{j}", weight=weight)
             stats += [total, bound]
-            bounds[_bound(f"{SUM_PREFIX}{j}")] = _limit(arg)
+            bounds[bound_name(f"{SUM_PREFIX}{j}")] = sum_limit(arg)
         stats.append(f"CAST(COALESCE(SUM(CASE WHEN {value} IS NULL THEN 0 ELSE {weight} END),"
                      f" 0) AS BIGINT) AS {_quoted(f'{COUNT_PREFIX}{j}')}")
     stats.append(f"CAST(COALESCE(SUM({weight}), 0) AS BIGINT) AS {_quoted(ROWS)}")
     groups = [_quoted(f"{GROUP_PREFIX}{i}") for i in range(len(form.groups))]
     sql = (f"SELECT {', '.join([*groups, *stats])} FROM delta WHERE {weight} <> 0"
            f"{_group_by(groups)} HAVING COUNT(*) > 0")
-    return _bounded(run_sql(sql, {"delta": delta}), bounds)
+    return bounded(run_sql(sql, {"delta": delta}), bounds)
 
 
 def _sum(value: str, arg: pa.DataType, name: str, target: str | None = None,
@@ -117,7 +117,7 @@ def _sum(value: str, arg: pa.DataType, name: str, target: str | None = None,
 
     The sum is computed in 38 digits (a decimal) or 128 bits (an integer) and cast to
     ``target`` (default: 38 digits, or bigint), where DuckDB stops on an overflow. Its
-    bound, the sum of the values' magnitudes as doubles, is checked by :func:`_bounded`:
+    bound, the sum of the values' magnitudes as doubles, is checked by :func:`bounded`:
     DuckDB 1.5 adds the partial sums of separate chunks without an overflow check.
     """
     wide = f"DECIMAL(38, {arg.scale})" if pa.types.is_decimal(arg) else "HUGEINT"
@@ -125,19 +125,29 @@ def _sum(value: str, arg: pa.DataType, name: str, target: str | None = None,
     times = f" * {weight}" if weight else ""
     total = (f"CAST(COALESCE(SUM(CAST({value} AS {wide}){times}), 0) AS {target}) "
              f"AS {_quoted(name)}")
-    return total, f"SUM(ABS(CAST({value} AS DOUBLE){times})) AS {_quoted(_bound(name))}"
+    return total, bound_sql(f"{value}{times}", name)
 
 
-def _bound(name: str) -> str:
+def bound_sql(value: str, name: str) -> str:
+    """SQL of the bound of sum ``name``: the sum of ``value``'s magnitudes, as doubles.
+
+    :func:`bounded` checks it: DuckDB 1.5 adds the partial sums of separate chunks of a
+    ``DECIMAL(38)`` or ``HUGEINT`` sum without an overflow check.
+    """
+    return f"SUM(ABS(CAST({value} AS DOUBLE))) AS {_quoted(bound_name(name))}"
+
+
+def bound_name(name: str) -> str:
+    """The column of sum ``name``'s bound."""
     return f"{name}__bound"
 
 
-def _limit(arg: pa.DataType) -> float:
+def sum_limit(arg: pa.DataType) -> float:
     """The magnitude under which a sum's partial sums all fit 38 digits (128 bits)."""
     return 10.0 ** (38 - (arg.scale if pa.types.is_decimal(arg) else 0))
 
 
-def _bounded(rows: pa.Table | str, bounds: dict[str, float]) -> pa.Table | str:
+def bounded(rows: pa.Table | str, bounds: dict[str, float]) -> pa.Table | str:
     """``rows`` without their bound columns, or why Spark must sum: a bound at its limit."""
     if isinstance(rows, str):
         return rows
@@ -229,12 +239,12 @@ def _summed(schema: pa.Schema, parts: Sequence[str], tables: Mapping[str, pa.Tab
     for field in schema:
         if not field.name.startswith(GROUP_PREFIX):
             stats += _sum(_quoted(field.name), field.type, field.name, _state_type(field.type))
-            bounds[_bound(field.name)] = _limit(field.type)
+            bounds[bound_name(field.name)] = sum_limit(field.type)
     names = ", ".join(_quoted(f.name) for f in schema)
     rows = " UNION ALL ".join(f"SELECT {names} FROM {part}" for part in parts)
     sql = (f"SELECT {', '.join([*groups, *stats])} FROM ({rows}){_group_by(groups)}"
            " HAVING COUNT(*) > 0")
-    return _bounded(run_sql(sql, tables), bounds)
+    return bounded(run_sql(sql, tables), bounds)
 
 
 def _state_type(data_type: pa.DataType) -> str:

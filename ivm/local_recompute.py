@@ -38,7 +38,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from sqlglot import exp
 
 from ivm import local_engine
@@ -52,6 +51,7 @@ from ivm.driver_delta import (
     read_order,
     restriction,
 )
+from ivm.driver_state import bound_name, bound_sql, bounded, sum_limit
 from ivm.key_ranges import KeyValues
 from ivm.rewrite import Relation, substitute
 from ivm.shape import block_tables, group_expressions, has_grouping_sets, outer_join, windows
@@ -354,17 +354,14 @@ def _aggregated(block: GroupedBlock, sides: Sequence[pa.Table | None], affected:
     sql, types, limits = groups
     parts = []
     for rows, weight in zip(sides, (1, -1), strict=True):
-        found = local_engine.run_sql(sql, {"rows": rows if rows is not None else
-                                           schema.empty_table(), "keys": affected})
+        found = bounded(local_engine.run_sql(sql, {
+            "rows": rows if rows is not None else schema.empty_table(), "keys": affected}),
+            limits)
         if isinstance(found, str):
             return found
-        if any((pc.max(found.column(name)).as_py() or 0) >= limit
-               for name, limit in limits.items()):
-            return "a decimal sum near 38 digits (DuckDB adds partial sums unchecked)"
         columns = [found.column(i).cast(t) for i, t in enumerate(types)]
-        names = found.column_names[:len(types)]
         outputs = local_engine.run(block.outputs, {
-            AGGREGATED: pa.Table.from_arrays(columns, names=names)})
+            AGGREGATED: pa.Table.from_arrays(columns, names=found.column_names)})
         if isinstance(outputs, str):
             return outputs
         parts.append(outputs.append_column(WEIGHT, pa.array([weight] * outputs.num_rows,
@@ -382,7 +379,8 @@ def _groups_sql(block: GroupedBlock, schema: pa.Schema
     Returns:
         The SQL (reading relations ``rows`` and ``keys``), Spark's type of each
         ``__k``/``__v`` column, and the limit of each magnitude bound the SQL computes after
-        them (``__b<m>``, of a decimal sum); or why an aggregate is not taken.
+        them (:func:`ivm.driver_state.bound_sql`, of a decimal sum); or why an aggregate is
+        not taken.
     """
     names = [f"{KEY_PREFIX}{i}" for i in range(len(block.keys))]
     selects = [f"r.{_quoted(n)}" for n in names]
@@ -397,8 +395,8 @@ def _groups_sql(block: GroupedBlock, schema: pa.Schema
         selects.append(f"{aggregate[0]} AS {VALUE_PREFIX}{m}")
         types.append(aggregate[1])
         if call.function is exp.Sum and pa.types.is_decimal(aggregate[1]):
-            bounds.append(f"SUM(ABS(CAST({arg} AS DOUBLE))) AS __b{m}")
-            limits[f"__b{m}"] = 10.0 ** (38 - aggregate[1].scale) / 2
+            bounds.append(bound_sql(arg, f"{VALUE_PREFIX}{m}"))
+            limits[bound_name(f"{VALUE_PREFIX}{m}")] = sum_limit(aggregate[1])
     sql = (f"SELECT {', '.join(selects + bounds)} FROM rows AS r{_semi_join(names)}"
            f"{_group_by(names)}")
     return sql, types, limits
