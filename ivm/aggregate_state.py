@@ -32,6 +32,7 @@ from ivm.aggregate_form import (
     sum_type,
 )
 from ivm.driver_state import supports
+from ivm.errors import SumOverflowError
 from ivm.spark_arrow import collect_arrow
 from ivm.zset import WEIGHT
 
@@ -96,8 +97,11 @@ def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str],
     if driver_max_rows > 0 and _driver_supports(state.schema):
         table = collect_arrow(state, driver_max_rows)
         if table is not None:
+            _check_sums(form, arg_types, table)
             return AggregateState(tuple(arg_types), table=table)
-    return AggregateState(tuple(arg_types), rows=state.localCheckpoint(eager=True))
+    rows = state.localCheckpoint(eager=True)
+    _check_sums(form, arg_types, rows)
+    return AggregateState(tuple(arg_types), rows=rows)
 
 
 def _driver_supports(schema: StructType) -> bool:
@@ -134,13 +138,17 @@ def advance(form: AggregateForm, state: AggregateState, delta: DataFrame) -> Adv
 
     Returns:
         The new state (checkpointed) and the affected groups before and after.
+
+    Raises:
+        SumOverflowError: An affected group's decimal sum overflows its type.
     """
     assert state.rows is not None, "a state on the driver advances in ivm.driver_state"
     change = change_aggregate(form, delta, state.arg_types).localCheckpoint(eager=True)
     groups = _group_columns(form)
     before = _matching(state.rows, change, groups, "left_semi")
-    stats = [F.sum(c).cast(t).alias(c) for c, t in _stat_types(form, state.arg_types)]
+    stats = [_total(c).cast(t).alias(c) for c, t in _stat_types(form, state.arg_types)]
     after = before.unionByName(change).groupBy(*groups).agg(*stats).localCheckpoint(eager=True)
+    _check_sums(form, state.arg_types, after)
     kept = after if form.is_global else after.where(F.col(ROWS) != 0)
     untouched = _matching(state.rows, change, groups, "left_anti")
     rows = untouched.unionByName(kept).localCheckpoint(eager=True)
@@ -162,7 +170,7 @@ def with_changes(state: DataFrame, changes: Sequence[DataFrame]) -> DataFrame:
     if not changes:
         return state
     groups = [c for c in state.columns if c.startswith(GROUP_PREFIX)]
-    stats = [F.sum(f.name).cast(f.dataType).alias(f.name) for f in state.schema.fields
+    stats = [_total(f.name).cast(f.dataType).alias(f.name) for f in state.schema.fields
              if not f.name.startswith(GROUP_PREFIX)]
     rows = reduce(DataFrame.unionByName, changes, state)
     added = rows.groupBy(*groups).agg(*stats)
@@ -180,7 +188,8 @@ def _partial(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str]) -> 
     """Per group: the signed sums and counts of input rows carrying ``__sign`` (+1 or -1).
 
     Values are added or subtracted one row at a time rather than multiplied by a
-    weight, so a decimal sum keeps the type of Spark's ``SUM`` and its scale.
+    weight, so a decimal sum keeps the type of Spark's ``SUM`` and its scale. A sum is 0
+    when the group has no non-null value, and NULL when it overflows (Spark's ``SUM``).
     """
     sign = F.col(SIGN)
     stats: list[Column] = []
@@ -189,13 +198,45 @@ def _partial(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str]) -> 
         if form.summed[j]:  # an integer is negated as bigint: -(-2^31) does not fit an int
             wide = value if decimal_parts(arg_type)[0] is not None else value.cast("bigint")
             signed = F.when(sign > 0, wide).otherwise(-wide)
-            stats.append(F.coalesce(F.sum(signed), F.lit(0)).cast(sum_type(arg_type))
-                         .alias(f"{SUM_PREFIX}{j}"))
+            total = F.when(F.count(signed) == 0, F.lit(0)).otherwise(F.sum(signed))
+            stats.append(total.cast(sum_type(arg_type)).alias(f"{SUM_PREFIX}{j}"))
         counted = F.when(value.isNull(), F.lit(0)).otherwise(sign)
         stats.append(F.coalesce(F.sum(counted), F.lit(0)).cast("bigint")
                      .alias(f"{COUNT_PREFIX}{j}"))
     stats.append(F.coalesce(F.sum(sign), F.lit(0)).cast("bigint").alias(ROWS))
     return rows.groupBy(*_group_columns(form)).agg(*stats)
+
+
+def _total(column: str) -> Column:
+    """The sum of a state column over a group's rows; NULL when one of them is (an overflow)."""
+    return F.when(F.max(F.col(column).isNull()), F.lit(None)).otherwise(F.sum(column))
+
+
+def _check_sums(form: AggregateForm, arg_types: Sequence[str], rows: DataFrame | pa.Table
+                ) -> None:
+    """Raise when a sum of state ``rows`` (on Spark, or an Arrow table) overflowed.
+
+    Only sums whose type Spark caps at 38 digits (arguments of more than 28) are checked:
+    any other decimal sum, ``decimal(p + 10, s)``, reaches its range only past 10^10 rows
+    at the argument type's largest magnitude. A bigint sum wraps as Spark's does.
+
+    Raises:
+        SumOverflowError: A checked sum is NULL, naming the argument.
+    """
+    capped = [j for j, t in enumerate(arg_types)
+              if form.summed[j] and (decimal_parts(t)[0] or 0) > 38 - 10]
+    if not capped:
+        return
+    names = [f"{SUM_PREFIX}{j}" for j in capped]
+    if isinstance(rows, pa.Table):
+        nulls = [rows.column(name).null_count > 0 for name in names]
+    else:
+        found = rows.select(*[F.max(F.col(name).isNull()) for name in names]).first()
+        nulls = [bool(found and found[i]) for i in range(len(names))]
+    for j, null in zip(capped, nulls, strict=True):
+        if null:
+            raise SumOverflowError(f"a SUM overflows {sum_type(arg_types[j])} in a group, "
+                                   "which Spark makes NULL", fragment=form.args[j].sql("spark"))
 
 
 def _matching(state: DataFrame, change: DataFrame, groups: Sequence[str], how: str

@@ -48,3 +48,12 @@ class NotIncrementalError(IvmError):
     def __init__(self, reason: str, *, view: str | None = None, fragment: str | None = None):
         self.reason = reason
         super().__init__(f"not incremental: {reason}", view=view, fragment=fragment)
+
+
+class SumOverflowError(IvmError):
+    """A group's decimal sum in the aggregate state overflows the type of Spark's ``SUM``.
+
+    Spark makes such a SUM NULL, and a NULL sum cannot be advanced by adding deltas, so
+    the invertible-aggregate law stops for the view: its groups are recomputed instead
+    (:func:`ivm.evaluate.maintain`), as long as a sum stays past the type's range.
+    """

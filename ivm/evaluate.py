@@ -34,7 +34,7 @@ from ivm.change_keys import arrow_keys, spark_keys
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.engine_rule import Engine, local_refusal, plain_block, recomputed_block
-from ivm.errors import IvmError, NotIncrementalError
+from ivm.errors import IvmError, NotIncrementalError, SumOverflowError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
 from ivm.local_recompute import GroupedBlock, recompute_delta
@@ -223,27 +223,52 @@ def maintain(
             return Maintained(empty, _unchanged(state), engine_reason="no source changed")
         form = _invertible(plan)
         if form is None:
-            block = _block_on_driver(scope, plan) if local else "engine: spark"
-            return block if isinstance(block, Maintained) else Maintained(
-                consolidate(_delta(scope, plan.query)), engine_reason=block)
-        state = state or _build(scope, form, "old", driver_state_max_rows)
-        if state is None:
-            return Maintained(consolidate(_delta(scope, plan.query)),
-                              engine_reason=_spark_reason(plan, state))
-        reason = _spark_reason(plan, state)
-        if state.table is not None:
-            schema = state.schema or _view_schema(scope, plan, inputs)
-            on_driver = _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
-            if isinstance(on_driver, Maintained):
-                return on_driver
-            reason, state = on_driver, _build(scope, form, "old", 0)  # the state moves to Spark
-            assert state is not None, "its arguments were typed exact when it was built"
-        schema = _as_written(scope, plan).schema
-        advanced = advance(form, state, _delta(scope, form.rows()))
-        sides = [with_weight(_output(scope, form, advanced.state.arg_types, rows, schema), weight)
-                 for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
-        return Maintained(consolidate(sides[0].union(sides[1])), advanced.state,
-                          engine_reason=reason)
+            return _recomputed_groups(scope, plan, local)
+        try:
+            return _maintain_invertible(scope, plan, inputs, form, state, driver_state_max_rows)
+        except SumOverflowError as error:
+            return _recomputed_groups(scope, plan, local, f"{error}: the groups are recomputed")
+
+
+def _maintain_invertible(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput],
+                         form: AggregateForm, state: AggregateState | None,
+                         driver_state_max_rows: int) -> Maintained:
+    """A tick by the invertible-aggregate law: the state advanced by the input's delta.
+
+    Raises:
+        SumOverflowError: A group's decimal sum overflows its type (built or advanced).
+    """
+    state = state or _build(scope, form, "old", driver_state_max_rows)
+    if state is None:
+        return Maintained(consolidate(_delta(scope, plan.query)),
+                          engine_reason=_spark_reason(plan, state))
+    reason = _spark_reason(plan, state)
+    if state.table is not None:
+        schema = state.schema or _view_schema(scope, plan, inputs)
+        on_driver = _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
+        if isinstance(on_driver, Maintained):
+            return on_driver
+        reason, state = on_driver, _build(scope, form, "old", 0)  # the state moves to Spark
+        assert state is not None, "its arguments were typed exact when it was built"
+    schema = _as_written(scope, plan).schema
+    advanced = advance(form, state, _delta(scope, form.rows()))
+    sides = [with_weight(_output(scope, form, advanced.state.arg_types, rows, schema), weight)
+             for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
+    return Maintained(consolidate(sides[0].union(sides[1])), advanced.state,
+                      engine_reason=reason)
+
+
+def _recomputed_groups(scope: _Scope, plan: ViewPlan, local: bool, why: str = "") -> Maintained:
+    """A tick by affected-key recompute, on the local engine where it can run it.
+
+    The local engine (:func:`_block_on_driver`) when ``local`` allows and it takes the
+    block, else Spark; ``why`` leads the engine's reason.
+    """
+    block = _block_on_driver(scope, plan) if local else "engine: spark"
+    if isinstance(block, Maintained):
+        return replace(block, engine_reason="; ".join(filter(None, [why, block.engine_reason])))
+    return Maintained(consolidate(_delta(scope, plan.query)),
+                      engine_reason="; ".join(filter(None, [why, block])))
 
 
 def _maintain_top_k(top: TopKPlan, inputs: Mapping[str, SourceInput],
@@ -356,7 +381,8 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
 
     Returns:
         The view's rows (duplicates kept) and, for a view maintained by the
-        invertible-aggregate law, its state at the new frontier.
+        invertible-aggregate law, its state at the new frontier (none while a group's
+        decimal sum overflows its type: :class:`ivm.errors.SumOverflowError`).
     """
     if plan.top_k is not None:
         top = plan.top_k
@@ -367,8 +393,11 @@ def reload(plan: ViewPlan, inputs: Mapping[str, SourceInput],
                           TopKState(filled.buffer, filled.bound, inner_state))
     form = _invertible(plan)
     with _scope(plan, inputs) as scope:
-        state = (_build(scope, form, "new", driver_state_max_rows)
-                 if form is not None else None)
+        try:
+            state = (_build(scope, form, "new", driver_state_max_rows)
+                     if form is not None else None)
+        except SumOverflowError:  # no state: the next tick recomputes the groups
+            state = None
         if form is None or state is None:
             return Maintained(_as_written(scope, plan))
         schema = _as_written(scope, plan).schema

@@ -154,7 +154,7 @@ def grouped_block(query: exp.Query) -> GroupedBlock | str:
 
 
 def _unread_table(rows: exp.Select) -> str | None:
-    """A table of the block none of whose columns it reads (a read would keep no row count)."""
+    """A table of the block none of whose columns it reads: DuckDB scans no zero-column table."""
     for table in block_tables(rows):
         if not read_columns(rows, table.alias_or_name):
             return f"{table.sql('spark')}: no column of it read (its rows only counted)"

@@ -104,11 +104,12 @@ def rows_for_keys(table: Table, version: int, schema: Schema, columns: Sequence[
         found = _matching_positions(table, task, key_schema, keys, deletes, cache)
         if not len(found):
             return target.empty_table()
-        return rows_at(table.metadata, table.io, task.file, found, projection,
-                       cache).cast(target)
+        rows = rows_at(table.metadata, table.io, task.file, found, projection, cache)
+        return rows.cast(target) if target else rows  # a cast drops the row count too
 
-    parts = list(ExecutorFactory.get_or_create().map(read, tasks))
-    return pa.concat_tables([target.empty_table(), *parts])
+    parts = ExecutorFactory.get_or_create().map(read, tasks)
+    # not concat_tables: it counts no row in tables of no column
+    return pa.Table.from_batches([b for part in parts for b in part.to_batches()], target)
 
 
 def _pruned(table: Table, version: int, row_filter: BooleanExpression,

@@ -210,13 +210,16 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
         else:
             table = cache.read_row_groups(file_key, groups.tolist(), names,
                                           layout.arrow_schema, parquet)
+    rows = table if local is None else take_rows(table, local)
+    if not schema.fields:  # pyiceberg's projection would drop the row count with the columns
+        return rows.select([])
     missing = _get_column_projection_values(
         data_file, schema, metadata.schema(), metadata.specs().get(data_file.spec_id),
         layout.file_schema.field_ids)
     batches = [_to_requested_schema(schema, projected, batch, downcast_ns_timestamp_to_us=downcast,
                                     projected_missing_fields=missing,
                                     allow_timestamp_tz_mismatch=True)
-               for batch in (table if local is None else take_rows(table, local)).to_batches()]
+               for batch in rows.to_batches()]
     if not batches:
         return schema_to_pyarrow(schema, include_field_ids=False).empty_table()
     return pa.Table.from_batches(batches)

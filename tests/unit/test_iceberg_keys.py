@@ -59,7 +59,8 @@ def test_key_mask_is_empty_without_bounds_and_a_superset_for_values_of_another_t
 def test_partner_reads_without_keys_and_files_without_the_columns_keep_every_row(
         tmp_path: Path) -> None:
     """A partner the change does not restrict is read whole (deletes applied); a data file
-    holding none of the columns read still gives one (null) row per position."""
+    holding none of the columns read still gives one (null) row per position, and a read
+    of no column one row per live row."""
     catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=tmp_path.as_uri())
     catalog.create_namespace("ns")
     rows = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64())})
@@ -79,6 +80,11 @@ def test_partner_reads_without_keys_and_files_without_the_columns_keep_every_row
     for cache in (None, ColumnCache(1 << 20)):
         nulls = rows_at(table.metadata, table.io, task.file, np.array([0, 2]), later, cache)
         assert nulls.to_pylist() == [{"later": None}, {"later": None}]
+    table.append(rows.slice(0, 2))  # a second data file: the parts are concatenated
+    for cache in (None, ColumnCache(1 << 20)):  # a read of no column still counts the rows
+        counted = rows_for_keys(table, table.metadata.current_snapshot_id or 0, table.schema(),
+                                [], {}, 100, cache)
+        assert counted is not None and (counted.num_rows, counted.num_columns) == (5, 0)
 
 
 def test_a_data_file_whose_columns_are_kept_is_read_without_opening_it(tmp_path: Path) -> None:
