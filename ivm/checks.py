@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from ivm.rank_ranges import rank_orders
 from ivm.shape import (
     SET_OPERATIONS,
     derived_tables,
@@ -109,7 +110,8 @@ def _window_reason(query: exp.Select) -> tuple[str, str] | None:
     if group_expressions(query) is not None:
         return "window function over GROUP BY or DISTINCT: not maintained incrementally yet", (
             fragment)
-    if not partition_expressions(query):
-        return ("window function without a PARTITION BY shared by every window: each row "
-                "depends on the whole input"), fragment
+    if not partition_expressions(query) and rank_orders(query) is None:
+        return ("window function without a PARTITION BY shared by every window, other than "
+                "RANK or DENSE_RANK ordered by one expression: each row depends on the whole "
+                "input"), fragment
     return None

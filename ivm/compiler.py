@@ -27,6 +27,7 @@ from ivm.keys import SourceKeys, annotate, block_key, item_key, output_key
 from ivm.laws import Law
 from ivm.lift_grouped_windows import lift_grouped_windows
 from ivm.plan import PlanNode, TopKPlan, ViewPlan
+from ivm.rank_ranges import rank_orders
 from ivm.shape import (
     SET_OPERATIONS,
     block_items,
@@ -293,6 +294,14 @@ def _top_node(query: exp.Select, node: PlanNode, key: tuple[str, ...] | None) ->
     tables = block_tables(query)
     state = tuple(f"{t.name}@{v} for affected keys" for t in tables for v in ("old", "new"))
     listed = ", ".join(k.sql("spark") for k in keys) or "()"
+    orders = rank_orders(query)
+    if orders is not None:
+        ordered = ", ".join(f"{o.expression.sql('spark')} {'DESC' if o.descending else 'ASC'} "
+                            f"NULLS {'FIRST' if o.nulls_first else 'LAST'}" for o in orders)
+        ranged = tuple(f"{t.name}@{v} for the affected range of ranks" for t in tables
+                       for v in ("old", "new"))
+        return PlanNode("window", f"ORDER BY {ordered}: {outputs}",
+                        Law.AFFECTED_RANGE_RECOMPUTE, key=key, state=ranged, children=(node,))
     if windows(query):
         return PlanNode("window", f"PARTITION BY {listed}: {outputs}",
                         Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state, children=(node,))

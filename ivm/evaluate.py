@@ -39,6 +39,7 @@ from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
 from ivm.local_recompute import GroupedBlock, recompute_delta
 from ivm.plan import TopKPlan, ViewPlan
+from ivm.rank_ranges import RankOrder, affected_ranks, rank_orders
 from ivm.rewrite import (
     affected_groups,
     at_role,
@@ -548,6 +549,9 @@ def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
     terms = [_restricted_term(scope, query, i) for i in positions]
     if keys is None:
         return scope.run(union_all(terms))
+    orders = rank_orders(query)
+    if orders is not None:
+        return _affected_ranks_delta(scope, query, orders, terms)
     keys_view = None
     if keys:
         keys_view = scope.register(
@@ -609,6 +613,22 @@ def _virtual_source(scope: _Scope, body: exp.Query) -> str:
         scope.register(consolidate(_delta(scope, body)), "delta", name)
         scope.changed.add(name)
     return name
+
+
+def _affected_ranks_delta(scope: _Scope, query: exp.Select, orders: Sequence[RankOrder],
+                          terms: Sequence[exp.Select]) -> DataFrame:
+    """Ranks over the whole input: the rows at or after the first changed order value.
+
+    The order values of the input's delta rows (its terms) are kept as a relation; the
+    block is then computed at new (+1) and old (-1) and restricted to the affected range
+    of any window (:mod:`ivm.rank_ranges`).
+    """
+    values = [order.expression for order in orders]
+    keys_view = scope.register(
+        scope.run(union_all([key_projection(term, values) for term in terms])), "keys")
+    sides = [affected_ranks(query, orders, role, keys_view, weight, scope.relation)
+             for role, weight in (("new", 1), ("old", -1))]
+    return scope.run(union_all(sides))
 
 
 def _recompute_keys(

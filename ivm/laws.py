@@ -24,6 +24,10 @@ class Law(StrEnum):
     the input delta (a group disappears when its row count reaches zero)."""
     AFFECTED_KEY_RECOMPUTE = "affected-key recompute"
     """Aggregate/DISTINCT: recompute the groups whose key occurs in the input delta."""
+    AFFECTED_RANGE_RECOMPUTE = "affected-range recompute"
+    """RANK/DENSE_RANK over the whole input: recompute the rows ordered at or after the
+    first order value in the input delta; the ranks before it cannot change
+    (:mod:`ivm.rank_ranges`)."""
     TOP_K = "top-K"
     """ORDER BY ... LIMIT K: a buffer of the inner query's best K' > K rows plus the inner
     delta; refilled from the sources only when deletions leave fewer than K

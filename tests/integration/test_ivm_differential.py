@@ -112,6 +112,17 @@ QUERIES = [
     "(PARTITION BY month) AS r, RANK() OVER (PARTITION BY month ORDER BY COUNT(*) DESC, "
     "carrier) AS k FROM flights GROUP BY carrier, month",
 ]
+RANK_QUERIES = [
+    # ranks over the whole input: only the rows at or after the first changed value
+    "SELECT carrier, month, fare, RANK() OVER (ORDER BY fare DESC) AS r FROM flights",
+    "SELECT carrier, month, DENSE_RANK() OVER (ORDER BY dep_delay) AS r FROM flights",
+    "SELECT f.carrier, a.name, RANK() OVER (ORDER BY f.month NULLS LAST) AS r "
+    "FROM flights f JOIN airlines a ON f.carrier = a.carrier",
+    # the top-N pattern of TPC-DS q44 and q49: two orders over a grouped derived table
+    "SELECT * FROM (SELECT carrier, s, RANK() OVER (ORDER BY s DESC NULLS LAST) AS r, "
+    "DENSE_RANK() OVER (ORDER BY n DESC NULLS FIRST) AS d FROM (SELECT carrier, "
+    "SUM(fare) AS s, COUNT(*) AS n FROM flights GROUP BY carrier) x) y WHERE r <= 2 OR d <= 1",
+]
 NOT_IN_QUERIES = [
     # the subquery goes from empty (every flight kept, NULL carriers too) to non-empty
     "SELECT f.carrier, f.month FROM flights f WHERE f.carrier NOT IN "
@@ -176,6 +187,25 @@ def test_incremental_equals_full_recompute(spark: SparkSession, sql: str) -> Non
     @example(start=[("DL", 1, 5.5, Decimal("0.10")), ("AA", 2, None, None)],
              batches=[([("DL", 1, 12.0, None)], 1, [("DL", "Delta"), ("DL", "Delta II")], True),
                       ([], 2, [], False)])
+    def check(start: list[tuple], batches: list[tuple]) -> None:
+        _ticks(spark, plan, start, batches)
+
+    check()
+
+
+@pytest.mark.parametrize("sql", RANK_QUERIES)
+def test_ranks_over_the_whole_input_equal_full_recompute(spark: SparkSession, sql: str) -> None:
+    plan = compile_view("v", sql, SCHEMAS)
+    assert plan.incremental, plan.reason
+
+    @settings(max_examples=2, deadline=None, derandomize=True, phases=(Phase.explicit,
+              Phase.generate), suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(start=st.lists(flight_rows, max_size=5), batches=batches)
+    # a value inserted between two others, no NULL changed; then the first row deleted
+    @example(start=[("AA", 1, 0.0, Decimal("0.10")), ("UA", 2, 12.0, Decimal("99.99")),
+                    ("DL", 3, None, None)],
+             batches=[([("UA", 1, 5.5, Decimal("-12.50"))], 0, [("DL", "Delta")], False),
+                      ([], 1, [], False)])
     def check(start: list[tuple], batches: list[tuple]) -> None:
         _ticks(spark, plan, start, batches)
 

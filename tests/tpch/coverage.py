@@ -93,6 +93,9 @@ CONSTRUCTS: tuple[tuple[str, str], ...] = (
      "SELECT o_orderstatus, COUNT(*) FILTER (WHERE o_totalprice > 100000) AS big, "
      "SUM(o_totalprice) FILTER (WHERE o_orderpriority = '1-URGENT') AS urgent FROM orders "
      "GROUP BY o_orderstatus"),
+    ("window, RANK/DENSE_RANK without PARTITION BY",
+     "SELECT o_orderkey, RANK() OVER (ORDER BY o_totalprice DESC) AS r, "
+     "DENSE_RANK() OVER (ORDER BY o_orderdate) AS d FROM orders"),
     ("window, ROW_NUMBER without PARTITION BY",
      "SELECT o_orderkey, ROW_NUMBER() OVER (ORDER BY o_totalprice DESC) AS r FROM orders"),
     ("ORDER BY ... LIMIT", "SELECT o_orderkey, o_totalprice FROM orders "
