@@ -32,7 +32,7 @@ HIDDEN_PREFIX = "__h"
 
 def lift_grouped_windows(query: exp.Query) -> exp.Query:
     """Apply the rewrite to every SELECT block of ``query`` that groups and has windows."""
-    for select in list(query.find_all(exp.Select)):
+    for select in reversed(list(query.find_all(exp.Select))):  # the root last: it returns
         if _applies(select):
             lifted = _lifted(select)
             if select is query:

@@ -108,6 +108,11 @@ QUERIES = [
     "COUNT(*) FILTER (WHERE dep_delay > 10) AS late FROM flights GROUP BY carrier",
     "SELECT f.carrier, a.name, SUM(f.fare) AS s FROM flights f JOIN airlines a "
     "ON f.carrier = a.carrier GROUP BY f.carrier, a.name ORDER BY s DESC NULLS LAST LIMIT 1",
+    # TPC-DS q70's shape: a grouped window under IN, itself in a grouped block with a window
+    "SELECT carrier, month, SUM(fare) AS s, RANK() OVER (PARTITION BY month ORDER BY "
+    "SUM(fare) DESC) AS k FROM flights WHERE carrier IN (SELECT d.carrier FROM (SELECT "
+    "carrier, RANK() OVER (PARTITION BY month ORDER BY COUNT(*) DESC) AS r FROM flights "
+    "GROUP BY carrier, month) d WHERE d.r <= 1) GROUP BY carrier, month",
     "SELECT carrier, month, SUM(fare) AS s, SUM(fare) * 100 / SUM(SUM(fare)) OVER "
     "(PARTITION BY month) AS r, RANK() OVER (PARTITION BY month ORDER BY COUNT(*) DESC, "
     "carrier) AS k FROM flights GROUP BY carrier, month",
