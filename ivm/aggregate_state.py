@@ -97,10 +97,10 @@ def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str],
     if driver_max_rows > 0 and _driver_supports(state.schema):
         table = collect_arrow(state, driver_max_rows)
         if table is not None:
-            _check_sums(form, arg_types, table)
+            check_sums(form, arg_types, table)
             return AggregateState(tuple(arg_types), table=table)
     rows = state.localCheckpoint(eager=True)
-    _check_sums(form, arg_types, rows)
+    check_sums(form, arg_types, rows)
     return AggregateState(tuple(arg_types), rows=rows)
 
 
@@ -148,7 +148,7 @@ def advance(form: AggregateForm, state: AggregateState, delta: DataFrame) -> Adv
     before = _matching(state.rows, change, groups, "left_semi")
     stats = [_total(c).cast(t).alias(c) for c, t in _stat_types(form, state.arg_types)]
     after = before.unionByName(change).groupBy(*groups).agg(*stats).localCheckpoint(eager=True)
-    _check_sums(form, state.arg_types, after)
+    check_sums(form, state.arg_types, after)
     kept = after if form.is_global else after.where(F.col(ROWS) != 0)
     untouched = _matching(state.rows, change, groups, "left_anti")
     rows = untouched.unionByName(kept).localCheckpoint(eager=True)
@@ -212,7 +212,7 @@ def _total(column: str) -> Column:
     return F.when(F.max(F.col(column).isNull()), F.lit(None)).otherwise(F.sum(column))
 
 
-def _check_sums(form: AggregateForm, arg_types: Sequence[str], rows: DataFrame | pa.Table
+def check_sums(form: AggregateForm, arg_types: Sequence[str], rows: DataFrame | pa.Table
                 ) -> None:
     """Raise when a sum of state ``rows`` (on Spark, or an Arrow table) overflowed.
 

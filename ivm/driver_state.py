@@ -231,8 +231,12 @@ def _summed(schema: pa.Schema, parts: Sequence[str], tables: Mapping[str, pa.Tab
     """The state rows of ``parts`` added up group by group, in ``schema``'s types.
 
     Returns:
-        One row per group; or why Spark must add them: a sum overflows its state type.
+        One row per group; or why Spark must add them: a sum overflows its state type, or
+        one is NULL already (Spark's SUM made it so: :mod:`ivm.aggregate_state`).
     """
+    if any(tables[part].column(f.name).null_count for part in parts for f in schema
+           if f.name.startswith(SUM_PREFIX)):
+        return "a sum is NULL (Spark's SUM overflowed its type)"
     groups = [_quoted(f.name) for f in schema if f.name.startswith(GROUP_PREFIX)]
     stats: list[str] = []
     bounds: dict[str, float] = {}

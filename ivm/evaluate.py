@@ -29,7 +29,7 @@ from ivm.aggregate_form import (
     exact_type,
     state_output,
 )
-from ivm.aggregate_state import AggregateState, advance, build, change_aggregate
+from ivm.aggregate_state import AggregateState, advance, build, change_aggregate, check_sums
 from ivm.change_keys import arrow_keys, spark_keys
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
@@ -619,9 +619,11 @@ def _affected_ranks_delta(scope: _Scope, query: exp.Select, orders: Sequence[Ran
                           terms: Sequence[exp.Select]) -> DataFrame:
     """Ranks over the whole input: the rows at or after the first changed order value.
 
-    The order values of the input's delta rows (its terms) are kept as a relation; the
-    block is then computed at new (+1) and old (-1) and restricted to the affected range
-    of any window (:mod:`ivm.rank_ranges`).
+    The order values of ``terms``' rows are kept as a relation; the block is then
+    computed at new (+1) and old (-1) and restricted to the affected range of any window
+    (:mod:`ivm.rank_ranges`). ``terms`` hold every changed row of the window's input:
+    the delta terms of an inner-join block, or an outer join's rows for the affected
+    join keys at both snapshots.
     """
     values = [order.expression for order in orders]
     keys_view = scope.register(
@@ -647,6 +649,9 @@ def _outer_join_delta(scope: _Scope, query: exp.Select, outer: OuterJoin) -> Dat
     join_keys = scope.register(scope.run(union_all(terms)), "joinkeys")
     new, old = (restrict_to_join_keys(query, outer, role, join_keys, scope.relation)
                 for role in ("new", "old"))
+    orders = rank_orders(query)
+    if orders is not None:  # every changed row is one of the affected join keys' rows
+        return _affected_ranks_delta(scope, query, orders, [new, old])
     keys = key_expressions(query)
     if keys is None:
         return scope.run(union_all([weighted(new, 1), weighted(old, -1)]))
@@ -748,12 +753,16 @@ def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: Aggre
         The partial aggregate, the engine of the delta and why; or why the state must move
         to Spark: a sum overflows where DuckDB stops (Spark's SUM would wrap a bigint, or
         make a decimal NULL).
+
+    Raises:
+        SumOverflowError: Spark aggregated the delta and a decimal sum overflowed.
     """
     assert state.table is not None
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
-        rows = _delta(scope, form.rows())
-        return to_arrow(change_aggregate(form, rows, state.arg_types)), "spark", change_rows
+        change = to_arrow(change_aggregate(form, _delta(scope, form.rows()), state.arg_types))
+        check_sums(form, state.arg_types, change)  # Spark's NULL for a sum that overflowed
+        return change, "spark", change_rows
     local = _rows_on_driver(scope, form.rows(), state)
     engine: Engine = "local"
     reason = (f"a change of {change_rows:,} rows; a state of {state.table.num_rows:,} groups "

@@ -62,7 +62,8 @@ def rank_orders(query: exp.Select) -> list[RankOrder] | None:
     Returns:
         One entry per window, in output order; None unless the block has windows and
         each is ``RANK()`` or ``DENSE_RANK()`` with no PARTITION BY, no frame and one
-        ORDER BY expression, and the block neither groups nor has QUALIFY.
+        ORDER BY expression of the row's own columns (no aggregate, subquery or window),
+        and the block neither groups nor has QUALIFY.
     """
     found = windows(query)
     if not found or query.args.get("group") or query.args.get("distinct") or query.args.get(
@@ -76,6 +77,8 @@ def rank_orders(query: exp.Select) -> list[RankOrder] | None:
                 or window.args.get("spec") or len(keys) != 1):
             return None
         key = keys[0]
+        if key.this.find(exp.AggFunc, exp.Subquery, exp.Window):
+            return None  # a grouped or nested value: not a row's own order value
         orders.append(RankOrder(key.this, bool(key.args.get("desc")),
                                 bool(key.args.get("nulls_first"))))
     return orders

@@ -326,11 +326,17 @@ def test_a_sum_past_bigint_moves_the_driver_state_to_spark(spark: SparkSession) 
     assert any(row[1] < 0 for row in expected), "Spark wrapped the sum past 2^63"
 
 
-@pytest.mark.parametrize("driver_state_max_rows", [100, 0], ids=["driver", "spark"])
+@pytest.mark.parametrize(("driver_state_max_rows", "arrow_change"),
+                         [(100, True), (100, False), (0, True)],
+                         ids=["driver", "driver, change on Spark", "spark"])
 def test_a_decimal_sum_past_38_digits_is_recomputed_as_spark_does(
-        spark: SparkSession, driver_state_max_rows: int) -> None:
+        spark: SparkSession, driver_state_max_rows: int, arrow_change: bool) -> None:
     """Spark makes an overflowing decimal SUM NULL: the state cannot hold it, the group is
-    recomputed (NULL), and a later tick that brings it back in range recomputes it again."""
+    recomputed (NULL), and a later tick that brings it back in range recomputes it again.
+
+    The first change's own sum overflows (two values of 6 * 10^37 for one group), where the
+    state's sum (5) is far from the type's range.
+    """
     schema, big = "g string, x decimal(38,0)", Decimal(6 * 10 ** 37)
     decimal = pa.decimal128(38, 0)
     plan = compile_view("v", "SELECT g, SUM(x) AS s, COUNT(*) AS n FROM t GROUP BY g",
@@ -339,19 +345,20 @@ def test_a_decimal_sum_past_38_digits_is_recomputed_as_spark_does(
     def frame(rows: pa.Table) -> object:
         return arrow_frame(spark, rows, schema)
 
-    snapshots = [pa.table({"g": ["a", "b"], "x": pa.array([big, Decimal(1)], decimal)})]
+    snapshots = [pa.table({"g": ["a", "b"], "x": pa.array([Decimal(5), Decimal(1)], decimal)})]
     changes = [pa.table({"g": ["a", "b"], "x": pa.array([big, Decimal(2)], decimal),
-                         "_weight": pa.array([1, 1], pa.int64())}),
+                         "_weight": pa.array([2, 1], pa.int64())}),
                pa.table({"g": ["a"], "x": pa.array([big], decimal),
-                         "_weight": pa.array([-1], pa.int64())})]
-    snapshots.append(pa.concat_tables([snapshots[0], changes[0].drop_columns(["_weight"])]))
-    snapshots.append(snapshots[1].take([0, 1, 3]))
+                         "_weight": pa.array([-2], pa.int64())})]
+    added = changes[0].drop_columns(["_weight"]).take([0, 0, 1])
+    snapshots.append(pa.concat_tables([snapshots[0], added]))
+    snapshots.append(snapshots[1].take([0, 1, 4]))
     loaded = reload(plan, {"t": SourceInput(frame(snapshots[0]))}, driver_state_max_rows)
     view, state = multiset(loaded.rows.collect()), loaded.state
     for tick, change in enumerate(changes):
         inputs = {"t": SourceInput(frame(snapshots[tick + 1]), frame(snapshots[tick]),
                                    arrow_frame(spark, change, f"{schema}, _weight bigint"),
-                                   change)}
+                                   change if arrow_change else None)}
         maintained = maintain(plan, inputs, state, driver_state_max_rows)
         for row in maintained.to_arrow().to_pylist():
             view[normal_row(list(row.values())[:-1])] += row["_weight"]

@@ -45,6 +45,7 @@ def _qualified(sql: str) -> exp.Select:
     ("SELECT RANK() OVER (ORDER BY x, y) AS r FROM t", None),
     ("SELECT SUM(x) OVER (ORDER BY x) AS r FROM t", None),
     ("SELECT g, x FROM t", None),
+    ("SELECT RANK() OVER (ORDER BY x - (SELECT AVG(y) FROM t)) AS r FROM t", None),
 ])
 def test_rank_orders_take_only_ranks_over_the_whole_input_by_one_expression(
         sql: str, expected: list[tuple[bool, bool]] | None) -> None:
