@@ -22,6 +22,7 @@ from ivm.aggregate_form import invertible
 from ivm.checks import find_reason
 from ivm.errors import SqlParseError
 from ivm.expand_grouping_sets import expand_grouping_sets
+from ivm.factor_or_conjuncts import factor_or_conjuncts
 from ivm.isolate_outer_join import isolate_outer_joins
 from ivm.keys import SourceKeys, annotate, block_key, item_key, output_key
 from ivm.laws import Law
@@ -188,11 +189,12 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
         raise SqlParseError(str(error), view=view, fragment=sql) from error
     if not isinstance(qualified, exp.Query):
         raise SqlParseError("a view is a SELECT query", view=view, fragment=sql)
-    # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables, and
-    # NOT IN an anti-join with a NULL guard.
+    # IN/EXISTS/scalar subqueries become LEFT JOINs to grouped derived tables (a
+    # correlation in every branch of an OR taken out of it first), and NOT IN an
+    # anti-join with a NULL guard.
     qualified = unwrap_branches(qualified)
     written = qualified.copy()
-    unnested = unnest_subqueries(unnest_not_in(_inline_ctes(qualified)))
+    unnested = unnest_subqueries(unnest_not_in(factor_or_conjuncts(_inline_ctes(qualified))))
     lifted = lift_grouped_windows(merge_subqueries(unnested))
     return isolate_outer_joins(expand_grouping_sets(lifted, schema)), written
 

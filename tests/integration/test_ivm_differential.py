@@ -104,6 +104,10 @@ QUERIES = [
     "(SELECT AVG(g.dep_delay) FROM flights g WHERE g.carrier = f.carrier)",
     "SELECT f.carrier, a.name FROM flights f JOIN airlines a ON f.carrier = a.carrier "
     "WHERE EXISTS (SELECT * FROM flights g WHERE g.carrier = a.carrier AND g.month = 3)",
+    # TPC-DS q41's shape: the correlation in every branch of an OR, COUNT compared to 0
+    "SELECT a.carrier, a.name FROM airlines a WHERE (SELECT COUNT(*) FROM flights f WHERE "
+    "(f.carrier = a.carrier AND f.month = 1) OR (f.carrier = a.carrier AND f.dep_delay > 10)"
+    ") > 0",
     "SELECT carrier, STDDEV_SAMP(month) AS s, VAR_POP(fare) AS v, STDDEV_POP(fare) AS p, "
     "COUNT(*) FILTER (WHERE dep_delay > 10) AS late FROM flights GROUP BY carrier",
     "SELECT f.carrier, a.name, SUM(f.fare) AS s FROM flights f JOIN airlines a "
