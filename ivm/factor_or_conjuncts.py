@@ -31,8 +31,10 @@ def factor_or_conjuncts(query: exp.Query) -> exp.Query:
     """Apply both steps to every correlated subquery of ``query`` (in place)."""
     for scope in traverse_scope(query):
         select = scope.expression
-        where = select.args.get("where") if isinstance(select, exp.Select) else None
-        if not scope.external_columns or where is None or not where.find(exp.Or):
+        if not isinstance(select, exp.Select) or not scope.external_columns:
+            continue
+        where = select.args.get("where")
+        if where is None or not where.find(exp.Or):
             continue
         for node in reversed(list(where.find_all(exp.Or))):  # innermost first
             if not isinstance(node.parent, exp.Or):  # a chain's root takes it whole
