@@ -600,7 +600,8 @@ def _virtual_source(scope: _Scope, body: exp.Query) -> str:
 
     The branches of an expanded ROLLUP or CUBE each read a copy of the block's input
     (:mod:`ivm.expand_grouping_sets`): a body seen before is read from the same relations
-    rather than computed again.
+    rather than computed again. Its delta is materialized when it is lifted (a local
+    checkpoint, on the executors), so the plans of its readers hold it as one leaf.
     """
     key = body.sql("spark")
     name = scope.derived.get(key)
@@ -610,7 +611,10 @@ def _virtual_source(scope: _Scope, body: exp.Query) -> str:
     for role in ("new", "old"):
         scope.register(scope.run(at_role(body, role, scope.relation)), role, name)
     if {t.name for t in body.find_all(exp.Table)} & scope.changed:
-        scope.register(consolidate(_delta(scope, body)), "delta", name)
+        # computed once, on the executors: each reader (every branch of a ROLLUP) would
+        # otherwise carry the body's whole delta plan, which Spark analyses per copy
+        delta = consolidate(_delta(scope, body)).localCheckpoint(eager=True)
+        scope.register(delta, "delta", name)
         scope.changed.add(name)
     return name
 
