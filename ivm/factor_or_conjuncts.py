@@ -22,7 +22,7 @@ A pure function over a qualified sqlglot tree, in the style of sqlglot's optimiz
 from __future__ import annotations
 
 from sqlglot import exp
-from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.optimizer.scope import Scope, traverse_scope
 
 __all__ = ["factor_or_conjuncts"]
 
@@ -41,8 +41,7 @@ def factor_or_conjuncts(query: exp.Query) -> exp.Query:
                 factored = _factored(node)
                 if factored is not None:
                     node.replace(factored)
-        outer = {column.table for column in scope.external_columns}
-        _filter_own_table(select, outer)
+        _filter_own_table(select, scope)
     return query
 
 
@@ -63,30 +62,37 @@ def _factored(disjunction: exp.Or) -> exp.Expr | None:
     return exp.and_(*factors, copy=False)
 
 
-def _filter_own_table(select: exp.Select, outer: set[str]) -> None:
-    """Move the conjuncts with an OR and no outer column into a derived table (step 2)."""
+def _filter_own_table(select: exp.Select, scope: Scope) -> None:
+    """Step 2: the conjuncts with an OR that read only the subquery's table filter it.
+
+    They move into a derived table over that table, under its alias, listing the
+    columns this scope reads of it. The WHERE is left a flat list of conjuncts.
+    """
     source = select.args.get("from_")
     table = source.this if source is not None else None
-    if select.args.get("joins") or not isinstance(table, exp.Table):
-        return
-    conjuncts = _conjuncts(select.args["where"].this)
-    own = [c for c in conjuncts if c.find(exp.Or) and not _reads(c, outer)]
-    if not own:
+    if (not isinstance(table, exp.Table)
+            or any(select.args.get(key) for key in ("joins", "laterals", "pivots"))):
         return
     alias = table.alias_or_name
-    names = sorted({c.name for c in select.find_all(exp.Column) if c.table == alias})
-    filtered = (exp.select(*[exp.column(n, table=alias).as_(n) for n in names])
-                .from_(table.copy()).where(exp.and_(*[c.copy() for c in own])))
-    table.replace(filtered.subquery(alias))
+    conjuncts = _conjuncts(select.args["where"].this)
+    own = [c for c in conjuncts if c.find(exp.Or) and _reads_only(c, alias)]
+    if own:
+        names = sorted({c.name for c in scope.columns if c.table == alias})
+        filtered = (exp.select(*[exp.column(n, table=alias).as_(n) for n in names])
+                    .from_(table.copy()).where(exp.and_(*[c.copy() for c in own])))
+        table.replace(filtered.subquery(alias))
     kept = [c for c in conjuncts if not any(c is o for o in own)]
     select.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
 
 
-def _reads(node: exp.Expr, tables: set[str]) -> bool:
-    return any(column.table in tables for column in node.find_all(exp.Column))
+def _reads_only(node: exp.Expr, alias: str) -> bool:
+    """Whether every column of ``node`` (nested subqueries included) is ``alias``'s."""
+    return all(column.table == alias for column in node.find_all(exp.Column))
 
 
-def _conjuncts(branch: exp.Expr) -> list[exp.Expr]:
-    """The conjuncts of one branch, parentheses removed."""
-    inner = branch.unnest()
-    return [c.unnest() for c in inner.flatten()] if isinstance(inner, exp.And) else [inner]
+def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
+    """The conjuncts of ``node``, through nested parentheses and ANDs."""
+    inner = node.unnest()
+    if not isinstance(inner, exp.And):
+        return [inner]
+    return [c for part in inner.flatten() for c in _conjuncts(part)]

@@ -30,6 +30,14 @@ DECORRELATED = [
     "(u.k = t.k AND u.s > 2))",
     "SELECT t.k FROM t WHERE t.m < (SELECT MAX(u.s) FROM u WHERE u.k = t.k AND "
     "(u.c = 'a' OR u.s IS NULL))",
+    # the factored conjuncts inside parentheses among others
+    "SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.s > 0 AND "
+    "((u.k = t.k AND u.c = 'a') OR (u.k = t.k AND u.c = 'b')))",
+]
+NESTED = [
+    # a nested subquery naming its own table with the same alias: not a column of ours
+    "SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND (u.c = 'a' OR "
+    "u.s > 1) AND EXISTS (SELECT 1 FROM t AS u WHERE u.m = 1))",
 ]
 KEPT = [
     # the correlation only in some branches: left to the compiler to name
@@ -66,7 +74,7 @@ inner_rows = st.lists(st.tuples(keys, st.sampled_from(["a", "b", "c", None]),
 
 
 @settings(max_examples=60, deadline=None)
-@given(outer=outer_rows, inner=inner_rows, sql=st.sampled_from(DECORRELATED + KEPT))
+@given(outer=outer_rows, inner=inner_rows, sql=st.sampled_from(DECORRELATED + KEPT + NESTED))
 def test_the_rewrites_return_what_the_original_returns(outer: list[tuple], inner: list[tuple],
                                                        sql: str) -> None:
     connection = duckdb.connect()
