@@ -194,9 +194,23 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
     # anti-join with a NULL guard.
     qualified = unwrap_branches(qualified)
     written = qualified.copy()
-    unnested = unnest_subqueries(unnest_not_in(factor_or_conjuncts(_inline_ctes(qualified))))
+    unnested = _exists_for_array_any(unnest_subqueries(
+        unnest_not_in(factor_or_conjuncts(_inline_ctes(qualified)))))
     lifted = lift_grouped_windows(merge_subqueries(unnested))
     return isolate_outer_joins(expand_grouping_sets(lifted, schema)), written
+
+
+def _exists_for_array_any(query: exp.Query) -> exp.Query:
+    """Spark's ``EXISTS(list, test)`` for sqlglot's ``ARRAY_ANY`` (a correlated IN, unnested).
+
+    sqlglot writes ``ARRAY_ANY`` for Spark as ``SIZE(list) = 0 OR SIZE(FILTER(list, test))
+    <> 0``, meant to be NULL for the NULL list of an outer row no group matches; Spark's
+    ``SIZE(NULL)`` is -1 (``spark.sql.legacy.sizeOfNull``), which keeps that row. ``EXISTS``
+    of a NULL list is NULL. The unnested lists are never empty (one per group).
+    """
+    for node in list(query.find_all(exp.ArrayAny)):
+        node.replace(exp.Anonymous(this="EXISTS", expressions=[node.this, node.expression]))
+    return query
 
 
 def _inline_ctes(query: exp.Query) -> exp.Query:

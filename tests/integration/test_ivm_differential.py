@@ -104,6 +104,9 @@ QUERIES = [
     "(SELECT AVG(g.dep_delay) FROM flights g WHERE g.carrier = f.carrier)",
     "SELECT f.carrier, a.name FROM flights f JOIN airlines a ON f.carrier = a.carrier "
     "WHERE EXISTS (SELECT * FROM flights g WHERE g.carrier = a.carrier AND g.month = 3)",
+    # a correlated IN: an outer row whose carrier has no matching flight is dropped
+    "SELECT f.carrier, f.month FROM flights f WHERE f.month IN (SELECT g.month FROM "
+    "flights g WHERE g.carrier = f.carrier AND g.dep_delay > 10)",
     # TPC-DS q41's shape: the correlation in every branch of an OR, COUNT compared to 0
     "SELECT a.carrier, a.name FROM airlines a WHERE (SELECT COUNT(*) FROM flights f WHERE "
     "(f.carrier = a.carrier AND f.month = 1) OR (f.carrier = a.carrier AND f.dep_delay > 10)"
@@ -183,60 +186,58 @@ def _step(flights: list[tuple], airlines: list[tuple], batch: tuple) -> tuple[li
     return flights, airlines
 
 
+EXAMPLES: list[tuple[list, list]] = [
+    ([], [([], 0, [], False)]),
+    ([("DL", 1, 5.5, Decimal("0.10")), ("AA", 2, None, None)],
+     [([("DL", 1, 12.0, None)], 1, [("DL", "Delta"), ("DL", "Delta II")], True),
+      ([], 2, [], False)]),
+]
+"""Explicit (start, batches) examples every query of :data:`QUERIES` runs."""
+RANK_EXAMPLES: list[tuple[list, list]] = [
+    # a value inserted between two others, no NULL changed; then the first row deleted
+    ([("AA", 1, 0.0, Decimal("0.10")), ("UA", 2, 12.0, Decimal("99.99")), ("DL", 3, None, None)],
+     [([("UA", 1, 5.5, Decimal("-12.50"))], 0, [("DL", "Delta")], False), ([], 1, [], False)]),
+]
+NOT_IN_EXAMPLES: list[tuple[list, list]] = [
+    # a NULL carrier leaves, comes back; the airline subquery becomes non-empty
+    ([(None, 2, 0.0, None), ("AA", 3, 61.0, Decimal("0.10"))],
+     [([("UA", 2, 55.5, None)], 1, [("DL", "Delta")], False),
+      ([(None, 3, None, None), ("DL", 1, 5.5, Decimal("99.99"))], 0, [], True)]),
+]
+
+
 @pytest.mark.parametrize("sql", QUERIES)
 def test_incremental_equals_full_recompute(spark: SparkSession, sql: str) -> None:
-    plan = compile_view("v", sql, SCHEMAS)
-    assert plan.incremental, plan.reason
-
-    # Shrinking a Spark-backed example takes minutes; the failing example is printed as is.
-    @settings(max_examples=2, deadline=None, derandomize=True, phases=(Phase.explicit,
-              Phase.generate), suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(start=st.lists(flight_rows, max_size=5), batches=batches)
-    @example(start=[], batches=[([], 0, [], False)])
-    @example(start=[("DL", 1, 5.5, Decimal("0.10")), ("AA", 2, None, None)],
-             batches=[([("DL", 1, 12.0, None)], 1, [("DL", "Delta"), ("DL", "Delta II")], True),
-                      ([], 2, [], False)])
-    def check(start: list[tuple], batches: list[tuple]) -> None:
-        _ticks(spark, plan, start, batches)
-
-    check()
+    _check(spark, sql, EXAMPLES)
 
 
 @pytest.mark.parametrize("sql", RANK_QUERIES)
 def test_ranks_over_the_whole_input_equal_full_recompute(spark: SparkSession, sql: str) -> None:
-    plan = compile_view("v", sql, SCHEMAS)
-    assert plan.incremental, plan.reason
-
-    @settings(max_examples=2, deadline=None, derandomize=True, phases=(Phase.explicit,
-              Phase.generate), suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(start=st.lists(flight_rows, max_size=5), batches=batches)
-    # a value inserted between two others, no NULL changed; then the first row deleted
-    @example(start=[("AA", 1, 0.0, Decimal("0.10")), ("UA", 2, 12.0, Decimal("99.99")),
-                    ("DL", 3, None, None)],
-             batches=[([("UA", 1, 5.5, Decimal("-12.50"))], 0, [("DL", "Delta")], False),
-                      ([], 1, [], False)])
-    def check(start: list[tuple], batches: list[tuple]) -> None:
-        _ticks(spark, plan, start, batches)
-
-    check()
+    _check(spark, sql, RANK_EXAMPLES)
 
 
 @pytest.mark.parametrize("sql", NOT_IN_QUERIES)
 def test_not_in_equals_full_recompute(spark: SparkSession, sql: str) -> None:
+    _check(spark, sql, NOT_IN_EXAMPLES)
+
+
+def _check(spark: SparkSession, sql: str, examples: list[tuple[list, list]]) -> None:
+    """The view's ticks over ``examples`` and two generated histories (:func:`_ticks`).
+
+    Shrinking a Spark-backed example takes minutes; a failing example is printed as is.
+    """
     plan = compile_view("v", sql, SCHEMAS)
     assert plan.incremental, plan.reason
 
-    @settings(max_examples=2, deadline=None, derandomize=True, phases=(Phase.explicit,
-              Phase.generate), suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(start=st.lists(flight_rows, max_size=5), batches=batches)
-    # a NULL carrier leaves, comes back; the airline subquery becomes non-empty
-    @example(start=[(None, 2, 0.0, None), ("AA", 3, 61.0, Decimal("0.10"))],
-             batches=[([("UA", 2, 55.5, None)], 1, [("DL", "Delta")], False),
-                      ([(None, 3, None, None), ("DL", 1, 5.5, Decimal("99.99"))], 0, [], True)])
-    def check(start: list[tuple], batches: list[tuple]) -> None:
+    def ticks(start: list[tuple], batches: list[tuple]) -> None:
         _ticks(spark, plan, start, batches)
 
-    check()
+    test = given(start=st.lists(flight_rows, max_size=5), batches=batches)(ticks)
+    for start, changes in examples:
+        test = example(start=start, batches=changes)(test)
+    settings(max_examples=2, deadline=None, derandomize=True,
+             phases=(Phase.explicit, Phase.generate),
+             suppress_health_check=[HealthCheck.function_scoped_fixture])(test)()
 
 
 def _ticks(spark: SparkSession, plan: ViewPlan, start: list[tuple], batches: list[tuple]
