@@ -86,8 +86,10 @@ def _filter_own_table(select: exp.Select, scope: Scope) -> None:
 
 
 def _reads_only(node: exp.Expr, alias: str) -> bool:
-    """Whether every column of ``node`` (nested subqueries included) is ``alias``'s."""
-    return all(column.table == alias for column in node.find_all(exp.Column))
+    """Whether ``node`` reads columns, all of ``alias``, and holds no subquery."""
+    columns = list(node.find_all(exp.Column))
+    return (bool(columns) and not node.find(exp.Select)
+            and all(column.table == alias for column in columns))
 
 
 def _conjuncts(node: exp.Expr) -> list[exp.Expr]:

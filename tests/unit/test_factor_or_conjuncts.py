@@ -42,6 +42,10 @@ NESTED = [
 KEPT = [
     # the correlation only in some branches: left to the compiler to name
     "SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k OR u.s > 2)",
+    # an OR holding a subquery, or no column, stays in the WHERE
+    "SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND (u.s > 2 OR "
+    "EXISTS (SELECT 1 FROM t AS u WHERE u.m = 1)))",
+    "SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE t.k = 'x' AND (1 = 1 OR 2 = 3))",
 ]
 
 
