@@ -5,15 +5,25 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 
 from lakehouse.history import HistoryRow, RefreshHistory, first_line
 
-__all__ = ["CLOSE_TIMEOUT_S", "HistoryWriter"]
+__all__ = ["APPEND_EVERY_S", "CLOSE_TIMEOUT_S", "HistoryWriter"]
 
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_S = 10.0
 """How long closing waits for queued rows to be appended."""
+
+APPEND_EVERY_S = 2.0
+"""Least time from one append's start to the next one's, unless a flush asks for the rows.
+
+An append is a commit whose Python cost grows with the table's metadata (pyiceberg copies
+it whole for each update it applies: 40-250 ms a commit on two busy cores). With one
+commit per refresh, the soak's eight views refreshing every second or two spent a fifth of
+the process's samples appending the history, on the interpreter lock the refreshes need.
+"""
 
 _STOP = threading.Event()
 """Queued by :meth:`HistoryWriter.close`: the writer's thread returns once it takes it."""
@@ -23,18 +33,22 @@ class HistoryWriter:
     """Appends history rows from a thread of its own, in order, off the refresh's path.
 
     A tick returns once its view's commits landed; its row is queued, and the thread
-    appends what is queued in one commit (about 40 ms) while the next tick runs. A batch
+    appends what is queued in one commit while the next tick runs, at most one commit every
+    ``append_every_s`` (:meth:`flush` and :meth:`close` append at once). A batch
     that cannot be appended is logged as a warning: the refresh's commits stand. The thread
     is a daemon: rows still queued when the process dies, or when :meth:`close` gives up
     waiting, are lost.
 
     Args:
         history: The history table.
+        append_every_s: Least seconds between the starts of two appends.
     """
 
-    def __init__(self, history: RefreshHistory):
+    def __init__(self, history: RefreshHistory, append_every_s: float = APPEND_EVERY_S):
         self.history = history
+        self.append_every_s = append_every_s
         self._queue: queue.Queue[HistoryRow | threading.Event] = queue.Queue()
+        self._hurry = threading.Event()  # a flush or close waits: append without pausing
         self._thread = threading.Thread(target=self._run, name="history", daemon=True)
         self._thread.start()
 
@@ -50,6 +64,7 @@ class HistoryWriter:
         """
         done = threading.Event()
         self._queue.put(done)
+        self._hurry.set()
         return done.wait(timeout_s)
 
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
@@ -62,17 +77,28 @@ class HistoryWriter:
                         "does not answer); the last refreshes are not recorded",
                         self.history.identifier, timeout_s)
         self._queue.put(_STOP)
+        self._hurry.set()
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
         while True:
             batch, markers = self._take()
+            started = time.monotonic()
             if batch:
                 self._append(batch)
             for marker in markers:
                 marker.set()
             if _STOP in markers:
                 return
+            if batch:
+                self._pause(started)
+
+    def _pause(self, started: float) -> None:
+        """Wait until ``append_every_s`` after ``started``, or until a flush or close."""
+        remaining = self.append_every_s - (time.monotonic() - started)
+        if remaining > 0:
+            self._hurry.wait(remaining)
+        self._hurry.clear()
 
     def _take(self) -> tuple[list[HistoryRow], list[threading.Event]]:
         """Everything queued now (waiting for at least one item): rows and flush markers."""

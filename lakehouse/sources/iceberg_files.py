@@ -124,7 +124,8 @@ def _own_entries(io: FileIO, snapshot: Snapshot, manifests: ManifestCache | None
                  ) -> list[ManifestEntry]:
     """The manifest entries ``snapshot`` added or deleted (not the ones it carried over)."""
     entries = []
-    for manifest in snapshot.manifests(io):
+    listed = manifests.manifests(io, snapshot) if manifests is not None else snapshot.manifests(io)
+    for manifest in listed:
         if manifest.added_snapshot_id != snapshot.snapshot_id:
             continue
         for entry in (manifests.entries(io, manifest, discard_deleted=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -101,6 +102,26 @@ def test_the_writer_appends_what_is_queued_in_one_commit(rest_catalog: RestCatal
     assert not writer._thread.is_alive()  # closing stops its thread
     assert history.read("v.a").num_rows == 6
     assert len(rest_catalog.load_table(history.identifier).metadata.snapshots) <= 2
+
+
+def test_the_writer_pauses_between_appends_until_a_flush(rest_catalog: RestCatalog,
+                                                          catalog_namespace: str) -> None:
+    history = RefreshHistory(rest_catalog, f"{catalog_namespace}.history")
+    writer = HistoryWriter(history, append_every_s=600)
+    writer.record(_row("v.a", 0))
+    deadline = time.monotonic() + 60
+    while history.read("v.a").num_rows == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the first row is appended at once
+    for minutes in (1, 2):
+        writer.record(_row("v.a", minutes))
+    time.sleep(1.0)
+    assert history.read("v.a").num_rows == 1  # the writer waits out its interval
+    assert writer.flush(timeout_s=60)  # a flush appends the queued rows now
+    assert history.read("v.a").num_rows == 3
+    assert len(rest_catalog.load_table(history.identifier).metadata.snapshots) == 2
+    started = time.monotonic()
+    writer.close()
+    assert not writer._thread.is_alive() and time.monotonic() - started < 60
 
 
 def test_a_repeated_failure_is_recorded_once(catalog_server: CatalogServerHandle,

@@ -1,0 +1,71 @@
+"""The manifest cache keeps manifest lists and entries, and plans as pyiceberg does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.io.pyarrow import PyArrowFile, PyArrowFileIO
+from pyiceberg.table import Table
+
+from lakehouse.sources.iceberg_files import changed_files
+from lakehouse.sources.manifest_cache import ManifestCache
+
+
+class CountingIO(PyArrowFileIO):
+    """A FileIO that counts the files opened for reading, by path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: dict[str, int] = {}
+
+    def new_input(self, location: str) -> PyArrowFile:
+        self.opened[location] = self.opened.get(location, 0) + 1
+        return super().new_input(location)
+
+
+def _table(tmp_path: Path) -> Table:
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=tmp_path.as_uri())
+    catalog.create_namespace("ns")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    table = catalog.create_table("ns.t", schema=rows.schema)
+    for _ in range(3):
+        table.append(rows)
+    return catalog.load_table("ns.t")
+
+
+def test_a_manifest_list_is_read_once_and_planning_from_it_matches_pyiceberg(
+        tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    io, cache = CountingIO(), ManifestCache()
+    snapshots = table.metadata.snapshots
+    for _ in range(3):
+        for snapshot in snapshots:
+            assert [m.manifest_path for m in cache.manifests(io, snapshot)] == [
+                m.manifest_path for m in snapshot.manifests(table.io)]
+    assert {s.manifest_list: io.opened[s.manifest_list] for s in snapshots} == {
+        s.manifest_list: 1 for s in snapshots}
+    newest = snapshots[-1]
+    planned = {t.file.file_path for t in cache.plan_files(table, newest.snapshot_id)}
+    assert planned == {t.file.file_path for t in table.scan().plan_files()}
+    assert len(planned) == 3
+
+
+def test_a_change_feed_reads_each_snapshots_manifest_list_once(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    io, cache = CountingIO(), ManifestCache()
+    chain = table.metadata.snapshots[1:]
+    first = changed_files(table.metadata, io, chain, cache)
+    again = changed_files(table.metadata, io, chain, cache)
+    assert first.paths == again.paths and len(first.paths) == 2
+    assert all(io.opened[s.manifest_list] == 1 for s in chain)
+
+
+def test_no_cache_keeps_nothing(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    io, cache = CountingIO(), ManifestCache(max_entries=0)
+    snapshot = table.metadata.snapshots[-1]
+    cache.manifests(io, snapshot)
+    cache.manifests(io, snapshot)
+    assert io.opened[snapshot.manifest_list] == 2
