@@ -40,6 +40,7 @@ from lakehouse.history import (
 )
 from lakehouse.history_writer import HistoryWriter
 from lakehouse.metrics import RefreshMetrics
+from lakehouse.reflected import ReflectedFrontiers
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns
 from lakehouse.slo import degraded_reason
@@ -155,6 +156,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.readers: dict[str, SourceReader] = {
             name: self._reader(name, source) for name, source in config.sources.items()
         }
+        self.reflected = ReflectedFrontiers(self.readers)
         self._plans: dict[str, ViewPlan] = {}
         self._refresh_states: dict[str, RefreshStates] = {}
         self.schemas = SchemaGuard(config, self.catalog, iceberg_metadata=self._metadata)
@@ -298,8 +300,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         """Where the Delta copy of ``view`` lives (:meth:`Config.delta_uri`)."""
         return self.config.delta_uri(view)
 
-    def refresh(self, view: ViewConfig, *, full: bool = False,
-                manual: bool = False) -> RefreshResult:
+    def refresh(self, view: ViewConfig, *, full: bool = False, manual: bool = False,
+                poll: bool = False) -> RefreshResult:
         """Run one tick of ``view`` now, after the views it reads.
 
         The tick holds ``view`` and the views upstream of it: a tick of another view
@@ -315,6 +317,9 @@ class Runtime(AbstractContextManager["Runtime"]):
                 usual.
             manual: Asked for now by a user (``lakehouse refresh``) rather than by the
                 schedule: runs even when ``view`` is suspended.
+            poll: A poll of the schedule: a view whose sinks this process saw at the
+                sources' versions, read at most :data:`lakehouse.reflected.VERSIONS_TTL_S`
+                ago, is skipped without reading its sinks (:mod:`lakehouse.reflected`).
 
         Raises:
             ivm.IvmError: The view's SQL does not compile.
@@ -329,8 +334,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         with self._holding(order):
             for before in upstream:
                 if before.name not in suspended:
-                    self._refresh_one(before)
-            return self._refresh_one(view, full)
+                    self._refresh_one(before, poll=poll)
+            return self._refresh_one(view, full, poll=poll)
 
     def maintain(self, view: ViewConfig) -> MaintenanceResult:
         """Compact ``view``'s tables and expire the snapshots nothing holds, holding the view.
@@ -382,12 +387,21 @@ class Runtime(AbstractContextManager["Runtime"]):
             self.metrics.set_suspended(views)
         return views
 
-    def _refresh_one(self, view: ViewConfig, full: bool = False) -> RefreshResult:
+    def _refresh_one(self, view: ViewConfig, full: bool = False, *,
+                     poll: bool = False) -> RefreshResult:
+        """One tick of ``view`` alone (a ``poll`` may skip it: :mod:`lakehouse.reflected`)."""
         started_s = time.time()
         before: Mapping[str, int] | None = None
         self._spark_pool(view)
         try:  # the tick loads each source's metadata from the catalog once
             sources = self._sources(view)
+            reflected = (self.reflected.unchanged(view.name, sources)
+                         if poll and not full else None)
+            if reflected is not None:  # no source moved: skipped without reading the sinks
+                result = RefreshResult(view.name, "skipped", reflected.frontier,
+                                       duration_s=time.time() - started_s)
+                self.metrics.record(result, reflected.as_of_s)
+                return result
             with pinned(self.readers[name] for name in sources):
                 sinks = self.sinks(view)
                 committed = sinks.frontiers()  # read once per tick: a catalog round trip each
@@ -401,11 +415,13 @@ class Runtime(AbstractContextManager["Runtime"]):
                                           self.config.driver_read_max_rows,
                                           self.config.view_engine(view), full)
         except Exception as error:
+            self.reflected.forget(view.name)
             self.metrics.record_failure(view.name, degraded_reason(error))
             self._record_failure(view, started_s, before, error)
             raise
         finally:
             self.bridge.clear()
+        self.reflected.record(view.name, result.frontier, started_s)
         self.metrics.record(result, started_s)
         if result.mode != "skipped":
             self._last_failure.pop(view.name, None)

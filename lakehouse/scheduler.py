@@ -1,7 +1,9 @@
 """Per-view cadences: ``every: 30s``, a cron expression, ``on_change``, or a target lag.
 
 A view is due when its cadence fires; a due view whose sources did not advance is
-skipped by the refresh itself (the dirty check costs a few catalog reads). A view with a
+skipped by the refresh itself (a poll: the sources' versions, read once for every view
+polling, against the frontier the view's sinks were last seen at, :mod:`lakehouse.reflected`;
+a full check of the sinks every 30 s). A view with a
 ``target_lag`` duration and no explicit ``every`` is refreshed every half target less its
 last refresh's duration (at least every :data:`ON_CHANGE_POLL_S`): its lag then stays near
 half the target, leaving the other half for a slower refresh. A ``downstream`` view is

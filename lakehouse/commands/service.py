@@ -111,7 +111,7 @@ def _report(runtime: Runtime, view: ViewConfig, display: ProgressDisplay | None 
 
     try:
         with reporting(display) if display is not None else contextlib.nullcontext():
-            result = runtime.refresh(view)
+            result = runtime.refresh(view, poll=True)
     except Exception as error:  # one view's failure never stops the schedule: the tick
         _print_failure(view, error)  # is recorded (metrics, history) and retried when due
         return

@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -36,6 +37,7 @@ from lakehouse.errors import (
     SubscriptionError,
     WaitTimeoutError,
 )
+from lakehouse.reflected import FULL_CHECK_EVERY_S, ReflectedFrontiers
 from lakehouse.refresh import refresh_view
 from lakehouse.runtime import Runtime
 from lakehouse.status import view_status
@@ -302,6 +304,38 @@ def test_filter_and_join_views_run_on_the_local_engine_in_a_new_process(
             assert _delta_rows(runtime, view) == expected, view.name
     assert _iceberg_rows(rest_catalog, f"{namespace}.named")[
         ("United Airlines", 7, 45.0)] == 2
+
+
+def test_a_poll_skips_from_the_sources_versions_and_checks_the_sinks_every_30_s(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    """A scheduled poll compares the sources' versions with the frontier its last full
+    check saw, reading no sink; a refresh asked for, or 30 s on, checks the sinks."""
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg"])
+    data["views"] = [{"name": f"{namespace}.polled", "full_refresh_ratio": 10,
+                      "sql": "SELECT carrier, flight FROM flights WHERE flight > 1"}]
+    runtime = Runtime(parse_config(data))
+    view = runtime.config.views[0]
+    now = [time.time()]
+    runtime.reflected = ReflectedFrontiers(runtime.readers, clock=lambda: now[0])
+    assert runtime.refresh(view, poll=True).mode == "full"
+    rest_catalog.drop_table(view.name)  # a sink dropped by hand: only a full check sees it
+    now[0] += 1
+    assert runtime.refresh(view, poll=True).mode == "skipped"
+    now[0] += FULL_CHECK_EVERY_S
+    assert runtime.refresh(view, poll=True).mode == "full"  # rebuilt
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('KL', 9, 1.0)")
+    now[0] += 1
+    polled = runtime.refresh(view, poll=True)
+    assert (polled.mode, polled.rows_in) == ("incremental", 1)  # a source moved
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, view)
+    rest_catalog.drop_table(view.name)
+    now[0] += 1
+    assert runtime.refresh(view, poll=True).mode == "skipped"
+    assert runtime.refresh(view).mode == "full"  # not a poll: the sinks are read
+    runtime.close()
 
 
 def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(
