@@ -23,7 +23,8 @@ An append is a commit whose Python cost grows with the table's metadata (pyicebe
 it whole for each update it applies: 40-250 ms a commit on two busy cores). With one
 commit per refresh, the soak's eight views refreshing every second or two spent a fifth of
 the process's samples appending the history, on the interpreter lock the refreshes need;
-with one every 2 s, still a seventh. A row reaches the table at most this late.
+with one every 2 s, still a seventh. A row reaches the table at most this late (plus an
+append's time).
 """
 
 _STOP = threading.Event()
@@ -93,6 +94,8 @@ class HistoryWriter:
                 return
             if batch:
                 self._pause(started)
+            else:  # a flush with nothing to append: its hurry is spent
+                self._hurry.clear()
 
     def _pause(self, started: float) -> None:
         """Wait until ``append_every_s`` after ``started``, or until a flush or close."""

@@ -7,9 +7,10 @@ the soak's eight views made 80 table loads a second, on the catalog and on the
 interpreter lock the ticks need). Once a tick of this process has seen every sink of a
 view at frontier F, the view stays at F until a source moves past it (only a tick
 commits to a view's sinks), so a poll compares the sources' current versions with F
-alone, and those versions are read once per :data:`VERSIONS_TTL_S` for every view that
-polls. The tick's full check still runs every :data:`FULL_CHECK_EVERY_S`, for what a poll
-cannot see: a sink dropped or rolled back by hand, a schema changed without a snapshot.
+alone. For ``on_change`` views those versions are read once per :data:`VERSIONS_TTL_S`
+for every view that polls; a view on another cadence reads them at its tick. The tick's
+full check still runs every :data:`FULL_CHECK_EVERY_S`, for what a poll cannot see: a
+sink dropped or rolled back by hand, a schema changed without a snapshot.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from cachetools import TTLCache
-
 from lakehouse.sources.base import SourceReader
 
 __all__ = ["FULL_CHECK_EVERY_S", "VERSIONS_TTL_S", "Reflected", "ReflectedFrontiers"]
 
 VERSIONS_TTL_S = 0.1
-"""How long a source's current version, once read, answers every view's poll: at most this
-much lag is added to a view, for one catalog read per source and period."""
+"""How long a source's current version, once read, answers every ``on_change`` view's poll:
+one catalog read per source and period, for at most this much more lag (plus a poll's
+period, when a change is missed by one poll and seen by the next)."""
 
 FULL_CHECK_EVERY_S = 30.0
 """Longest time a view is polled from its remembered frontier without a full check."""
@@ -63,15 +63,17 @@ class ReflectedFrontiers:
 
     Args:
         readers: A reader of every source, by name.
-        clock: Seconds since the epoch (injectable for tests).
+        clock: Seconds since the epoch, for what a view reflects (injectable for tests).
+        monotonic: Seconds of a clock that never steps back, for ages (injectable too).
     """
 
     def __init__(self, readers: Mapping[str, SourceReader],
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic):
         self._readers = readers
         self._clock = clock
-        self._versions: TTLCache[str, tuple[int | None, float]] = TTLCache(
-            maxsize=4096, ttl=VERSIONS_TTL_S, timer=clock)
+        self._monotonic = monotonic
+        self._versions: dict[str, _Read] = {}
         self._seen: dict[str, _Seen] = {}
         self._lock = threading.Lock()
 
@@ -84,44 +86,68 @@ class ReflectedFrontiers:
             as_of_s: When the tick read those versions as the sources' current ones.
         """
         with self._lock:
-            self._seen[view] = _Seen(dict(frontier), as_of_s, self._clock())
+            self._seen[view] = _Seen(dict(frontier), as_of_s, self._monotonic())
 
     def forget(self, view: str) -> None:
         """Check ``view`` in full at its next poll (its tick failed)."""
         with self._lock:
             self._seen.pop(view, None)
 
-    def unchanged(self, view: str, sources: Iterable[str]) -> Reflected | None:
+    def moved(self, sources: Iterable[str]) -> None:
+        """``sources`` moved (a view they name just committed): read them again."""
+        with self._lock:
+            for name in sources:
+                self._versions.pop(name, None)
+
+    def unchanged(self, view: str, sources: Iterable[str], max_age_s: float = VERSIONS_TTL_S
+                  ) -> Reflected | None:
         """What ``view`` reflects when no source moved past its sinks' frontier, else None.
 
         None also when the view was not seen by a full check in this process in the last
         :data:`FULL_CHECK_EVERY_S`: the tick must then check in full.
+
+        Args:
+            view: The view.
+            sources: The sources it reads.
+            max_age_s: Oldest read of a source's version that answers (0: read it now).
 
         Raises:
             lakehouse.errors.SourceError: A source cannot be read.
         """
         with self._lock:
             seen = self._seen.get(view)
-        if seen is None or self._clock() - seen.checked_s > FULL_CHECK_EVERY_S:
+        if seen is None or self._monotonic() - seen.checked_s > FULL_CHECK_EVERY_S:
             return None
         current: dict[str, int] = {}
         as_of_s = self._clock()
         for name in sources:
-            version, read_s = self._version(name)
-            as_of_s = min(as_of_s, read_s)
-            if version is not None:  # a source without data is left out, as by a tick
-                current[name] = version
+            read = self._version(name, max_age_s)
+            as_of_s = min(as_of_s, read.as_of_s)
+            if read.version is not None:  # a source without data is left out, as by a tick
+                current[name] = read.version
         if current != seen.frontier:
             return None
         return Reflected(current, max(as_of_s, seen.as_of_s))
 
-    def _version(self, source: str) -> tuple[int | None, float]:
-        """The source's current version and when it was read (at most a TTL ago)."""
+    def _version(self, source: str, max_age_s: float) -> _Read:
+        """The source's current version, read at most ``max_age_s`` ago."""
         with self._lock:
             found = self._versions.get(source)
-        if found is None:
-            read_s = self._clock()  # the version is the newest as of at least then
-            found = (self._readers[source].current_version(), read_s)
-            with self._lock:
+        if found is not None and self._monotonic() - found.read_s < max_age_s:
+            return found
+        read_s, as_of_s = self._monotonic(), self._clock()  # the newest as of at least then
+        found = _Read(self._readers[source].current_version(), read_s, as_of_s)
+        with self._lock:
+            kept = self._versions.get(source)
+            if kept is None or kept.read_s <= found.read_s:  # a slower, older read loses
                 self._versions[source] = found
         return found
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A source's current version, read at ``read_s`` (monotonic) and ``as_of_s`` (epoch)."""
+
+    version: int | None
+    read_s: float
+    as_of_s: float

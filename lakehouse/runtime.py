@@ -40,7 +40,7 @@ from lakehouse.history import (
 )
 from lakehouse.history_writer import HistoryWriter
 from lakehouse.metrics import RefreshMetrics
-from lakehouse.reflected import ReflectedFrontiers
+from lakehouse.reflected import VERSIONS_TTL_S, ReflectedFrontiers
 from lakehouse.refresh import RefreshResult, ViewSinks, current_frontier, refresh_view
 from lakehouse.schema_guard import SchemaGuard, built_columns
 from lakehouse.slo import degraded_reason
@@ -157,6 +157,8 @@ class Runtime(AbstractContextManager["Runtime"]):
             name: self._reader(name, source) for name, source in config.sources.items()
         }
         self.reflected = ReflectedFrontiers(self.readers)
+        self._view_sources = {name: source.view for name, source in config.sources.items()
+                              if isinstance(source, ViewSource)}
         self._plans: dict[str, ViewPlan] = {}
         self._refresh_states: dict[str, RefreshStates] = {}
         self.schemas = SchemaGuard(config, self.catalog, iceberg_metadata=self._metadata)
@@ -317,9 +319,11 @@ class Runtime(AbstractContextManager["Runtime"]):
                 usual.
             manual: Asked for now by a user (``lakehouse refresh``) rather than by the
                 schedule: runs even when ``view`` is suspended.
-            poll: A poll of the schedule: a view whose sinks this process saw at the
-                sources' versions, read at most :data:`lakehouse.reflected.VERSIONS_TTL_S`
-                ago, is skipped without reading its sinks (:mod:`lakehouse.reflected`).
+            poll: A tick of the schedule: a view whose sinks a full check of this process
+                saw at the sources' current versions in the last 30 s is skipped without
+                reading its sinks (for ``on_change`` views, versions read at most
+                :data:`lakehouse.reflected.VERSIONS_TTL_S` ago by any view's poll;
+                :mod:`lakehouse.reflected`).
 
         Raises:
             ivm.IvmError: The view's SQL does not compile.
@@ -395,7 +399,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self._spark_pool(view)
         try:  # the tick loads each source's metadata from the catalog once
             sources = self._sources(view)
-            reflected = (self.reflected.unchanged(view.name, sources)
+            reflected = (self.reflected.unchanged(view.name, sources, _versions_age_s(view))
                          if poll and not full else None)
             if reflected is not None:  # no source moved: skipped without reading the sinks
                 result = RefreshResult(view.name, "skipped", reflected.frontier,
@@ -422,6 +426,9 @@ class Runtime(AbstractContextManager["Runtime"]):
         finally:
             self.bridge.clear()
         self.reflected.record(view.name, result.frontier, started_s)
+        if result.mode != "skipped":  # the views reading this one: their source moved
+            self.reflected.moved(name for name, upstream in self._view_sources.items()
+                                 if upstream == view.name)
         self.metrics.record(result, started_s)
         if result.mode != "skipped":
             self._last_failure.pop(view.name, None)
@@ -486,6 +493,11 @@ class Runtime(AbstractContextManager["Runtime"]):
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.close()
+
+
+def _versions_age_s(view: ViewConfig) -> float:
+    """How old a source's version read by another view's poll may be for ``view``'s poll."""
+    return VERSIONS_TTL_S if view.every == "on_change" else 0.0
 
 
 def _utc(seconds: float) -> datetime:

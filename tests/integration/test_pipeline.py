@@ -319,7 +319,8 @@ def test_a_poll_skips_from_the_sources_versions_and_checks_the_sinks_every_30_s(
     runtime = Runtime(parse_config(data))
     view = runtime.config.views[0]
     now = [time.time()]
-    runtime.reflected = ReflectedFrontiers(runtime.readers, clock=lambda: now[0])
+    runtime.reflected = ReflectedFrontiers(runtime.readers, clock=lambda: now[0],
+                                           monotonic=lambda: now[0])
     assert runtime.refresh(view, poll=True).mode == "full"
     rest_catalog.drop_table(view.name)  # a sink dropped by hand: only a full check sees it
     now[0] += 1
