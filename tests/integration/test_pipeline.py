@@ -336,7 +336,6 @@ def test_a_poll_skips_from_the_sources_versions_and_checks_the_sinks_every_30_s(
     now[0] += 1
     assert runtime.refresh(view, poll=True).mode == "skipped"
     assert runtime.refresh(view).mode == "full"  # not a poll: the sinks are read
-    runtime.close()
 
 
 def test_a_new_process_resumes_from_the_aggregate_state_in_the_warehouse(

@@ -88,7 +88,7 @@ class _FailingRuntime:
 
     config = parse_config({"views": [{"name": "v.a", "sql": "select 1"}]})
 
-    def refresh(self, view: object) -> None:
+    def refresh(self, view: object, *, poll: bool = False) -> None:
         raise RequestConnectionError("('Connection aborted.', ConnectionResetError(104))\nmore")
 
 
