@@ -46,7 +46,8 @@ Check = tuple[Callable[[exp.Expr], bool], str]
 CHECKS: tuple[Check, ...] = (
     (_non_deterministic, "non-deterministic function: its value differs on every refresh"),
     (is_not_in, "NOT IN (subquery): maintained only as a WHERE conjunct over inner joins, "
-                "uncorrelated, of one column"),
+                "of one column, uncorrelated or correlated only by equalities with the one "
+                "table it tests"),
     (_subquery, "subquery: not maintained incrementally yet"),
     (lambda n: isinstance(n, exp.Lateral), "LATERAL VIEW: not maintained incrementally yet"),
 )
@@ -97,8 +98,9 @@ def _join_reason(query: exp.Select) -> tuple[str, str] | None:
         if kind in {"SEMI", "ANTI"}:
             return f"{kind} join: not maintained incrementally yet", join.sql("spark")
     if any(k in {"LEFT", "RIGHT", "FULL"} for k in kinds) and outer_join(query) is None:
-        return ("outer join: only a two-table outer join with an equality in ON is "
-                "maintained incrementally", " ".join(j.sql("spark") for j in joins))
+        return ("outer join: maintained only with an equality between its two sides in ON "
+                "(a join of more tables is read as nested two-table joins)",
+                " ".join(j.sql("spark") for j in joins))
     return None
 
 

@@ -27,6 +27,7 @@ from ivm.isolate_outer_join import isolate_outer_joins
 from ivm.keys import SourceKeys, annotate, block_key, item_key, output_key
 from ivm.laws import Law
 from ivm.lift_grouped_windows import lift_grouped_windows
+from ivm.nest_outer_joins import nest_outer_joins
 from ivm.plan import PlanNode, TopKPlan, ViewPlan
 from ivm.rank_ranges import rank_orders
 from ivm.shape import (
@@ -197,7 +198,8 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
     unnested = _exists_for_array_any(unnest_subqueries(
         unnest_not_in(factor_or_conjuncts(_inline_ctes(qualified)))))
     lifted = lift_grouped_windows(merge_subqueries(unnested))
-    return isolate_outer_joins(expand_grouping_sets(lifted, schema)), written
+    return nest_outer_joins(isolate_outer_joins(expand_grouping_sets(lifted, schema))), (
+        written)
 
 
 def _exists_for_array_any(query: exp.Query) -> exp.Query:

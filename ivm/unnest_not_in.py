@@ -1,4 +1,4 @@
-"""Rewrite rule: an uncorrelated ``x NOT IN (subquery)`` becomes an anti-join with a NULL guard.
+"""Rewrite rule: ``x NOT IN (subquery)`` becomes an anti-join with a NULL guard.
 
 SQL's three-valued logic makes ``x NOT IN (SELECT y FROM s)`` (ISO/IEC 9075-2, 8.4
 ``<in predicate>``: ``x NOT IN q`` is ``NOT (x = ANY q)``):
@@ -27,9 +27,25 @@ affected keys), and :mod:`ivm.isolate_outer_join` moves the LEFT JOIN next to th
 unless a flag flips, so a change of ``s`` touches only the rows whose ``x`` it adds or
 removes.
 
+A subquery correlated by equalities ``k = o`` (``k`` over the subquery's tables, ``o``
+over the table ``x`` reads) has one set of rows per value of ``o``. The same rewrite then
+keys both derived tables by ``k`` (the null-aware anti-join of Spark's
+``RewritePredicateSubquery``, with the subquery's emptiness per key)::
+
+    LEFT JOIN (SELECT DISTINCT y AS _value, k AS _k0 FROM s WHERE rest) AS _not_in
+      ON x = _not_in._value AND o = _not_in._k0
+    LEFT JOIN (SELECT k AS _k0, COUNT(*) > 0 AS _nonempty,
+                      COUNT(*) > COUNT(y) AS _has_null FROM s WHERE rest GROUP BY k)
+      AS _not_in_flags ON o = _not_in_flags._k0
+    WHERE _not_in._value IS NULL
+      AND (_not_in_flags._nonempty IS NULL OR (x IS NOT NULL AND NOT _not_in_flags._has_null))
+
+A NULL ``o`` matches no key, as it matches no row of ``s``: the subquery is empty.
+
 Only a conjunct of a WHERE clause, with ``x`` reading one FROM/JOIN item of a block of
-inner joins and an uncorrelated subquery of one column, is rewritten; any other NOT IN is
-left for :mod:`ivm.checks` to refuse by name.
+inner joins and a subquery of one column, uncorrelated or correlated (a plain filter
+block) only by such equalities, is rewritten; any other NOT IN is left for
+:mod:`ivm.checks` to refuse by name.
 
 A pure function over a qualified sqlglot tree, in the style of sqlglot's optimizer rules.
 """
@@ -43,7 +59,7 @@ from ivm.shape import block_items, join_kinds
 
 __all__ = ["is_not_in", "unnest_not_in"]
 
-VALUE, NONEMPTY, HAS_NULL = "_value", "_nonempty", "_has_null"
+VALUE, NONEMPTY, HAS_NULL, KEY = "_value", "_nonempty", "_has_null", "_k"
 
 
 def is_not_in(node: exp.Expr) -> bool:
@@ -87,46 +103,117 @@ def _eligible(select: exp.Select, conjunct: exp.Not) -> bool:
         return False
     aliases = {item.alias_or_name for item in block_items(select)}
     read = {c.table for c in predicate.this.find_all(exp.Column)}
-    return len(read) == 1 and read <= aliases and not _correlated(subquery)
+    return len(read) == 1 and read <= aliases and _split(subquery, *read) is not None
 
 
-def _correlated(subquery: exp.Query) -> bool:
-    """Whether a column of ``subquery`` names a table outside it."""
-    for column in subquery.find_all(exp.Column):
-        node: exp.Expr | None = column
-        while node is not None and node is not subquery.parent:
-            if isinstance(node, exp.Select) and column.table in {
-                    item.alias_or_name for item in block_items(node)}:
+Correlation = list[tuple[exp.Expr, exp.Expr]]
+"""A subquery's equalities with the outer block, as ``(inner, outer)`` sides."""
+
+
+def _split(subquery: exp.Query, outer: str) -> tuple[Correlation, exp.Query] | None:
+    """The subquery's equalities with table ``outer``, and the subquery without them.
+
+    Returns:
+        ``([], subquery)`` when it is uncorrelated; None when it is correlated otherwise
+        (a column of another outer table, a correlated conjunct that is not such an
+        equality, a correlated subquery that is not a plain filter block).
+    """
+    if not _free_columns(subquery, subquery):
+        return [], subquery
+    if not isinstance(subquery, exp.Select) or _shaped(subquery):
+        return None
+    body = subquery.copy()
+    where = body.args.get("where")
+    conjuncts = where.this.flatten() if where and isinstance(where.this, exp.And) else (
+        [where.this] if where else [])
+    correlation: Correlation = []
+    rest = []
+    for part in conjuncts:
+        if not _free_columns(part, body):
+            rest.append(part)
+            continue
+        pair = _equality(part, body, outer)
+        if pair is None:
+            return None
+        correlation.append(pair)
+    body.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+    return None if _free_columns(body, body) else (correlation, body)
+
+
+def _equality(part: exp.Expr, body: exp.Select, outer: str) -> tuple[exp.Expr, exp.Expr] | None:
+    """The sides of ``part`` when it is ``inner = outer``, else None.
+
+    ``inner`` reads the subquery's tables, ``outer`` table ``outer`` only; neither holds
+    a subquery.
+    """
+    if not isinstance(part, exp.EQ) or part.find(exp.Query):
+        return None
+    for inner, other in ((part.this, part.expression), (part.expression, part.this)):
+        free = _free_columns(other, body)
+        if (inner.find(exp.Column) and not _free_columns(inner, body)
+                and free and len(free) == len(list(other.find_all(exp.Column)))
+                and {c.table for c in free} == {outer}):
+            return inner, other
+    return None
+
+
+def _free_columns(node: exp.Expr, scope: exp.Query) -> list[exp.Column]:
+    """The columns under ``node`` whose table no SELECT from them up to ``scope`` binds."""
+    free = []
+    for column in node.find_all(exp.Column):
+        current: exp.Expr | None = column
+        while current is not None:
+            if isinstance(current, exp.Select) and column.table in {
+                    item.alias_or_name for item in block_items(current)}:
                 break
-            node = node.parent
-        else:
-            return True
-    return False
+            if current is scope:
+                free.append(column)
+                break
+            current = current.parent
+    return free
 
 
 def _rewrite(query: exp.Query, select: exp.Select, conjunct: exp.Not) -> None:
     predicate = conjunct.this
-    subquery = predicate.args["query"].this
+    x = predicate.this
+    split = _split(predicate.args["query"].this, x.find(exp.Column).table)
+    assert split is not None, "only eligible conjuncts are rewritten"
+    correlation, subquery = split
     taken = {t.alias_or_name for t in query.find_all(exp.Table, exp.Subquery)}
     values = find_new_name(taken, "_not_in")
     flags = find_new_name(taken | {values}, f"{values}_flags")
-    x = predicate.this
     y, body = _output(subquery)
-    distinct = body.copy().select(y.copy().as_(VALUE), append=False).distinct()
+    keys = [inner.copy().as_(f"{KEY}{i}") for i, (inner, _) in enumerate(correlation)]
+    distinct = body.copy().select(y.copy().as_(VALUE), *keys, append=False).distinct()
     counts = body.copy().select(
+        *(key.copy() for key in keys),
         exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0)).as_(NONEMPTY),
         exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Count(this=y.copy()))
         .as_(HAS_NULL),
         append=False,
     )
-    select.join(distinct.subquery(values), on=exp.EQ(this=x.copy(), expression=exp.column(
-        VALUE, table=values)), join_type="left", copy=False)
-    select.join(counts.subquery(flags), join_type="cross", copy=False)
-    guard = exp.or_(exp.not_(exp.column(NONEMPTY, table=flags)), exp.and_(
+    select.join(distinct.subquery(values), on=exp.and_(
+        exp.EQ(this=x.copy(), expression=exp.column(VALUE, table=values)),
+        *_key_matches(correlation, values)), join_type="left", copy=False)
+    if correlation:
+        counts = counts.group_by(*(inner.copy() for inner, _ in correlation), copy=False)
+        select.join(counts.subquery(flags), on=exp.and_(*_key_matches(correlation, flags)),
+                    join_type="left", copy=False)
+        empty: exp.Expr = exp.Is(this=exp.column(NONEMPTY, table=flags), expression=exp.Null())
+    else:
+        select.join(counts.subquery(flags), join_type="cross", copy=False)
+        empty = exp.not_(exp.column(NONEMPTY, table=flags))
+    guard = exp.or_(empty, exp.and_(
         exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
         exp.not_(exp.column(HAS_NULL, table=flags))))
     conjunct.replace(exp.and_(exp.Is(this=exp.column(VALUE, table=values),
                                      expression=exp.Null()), exp.paren(guard, copy=False)))
+
+
+def _key_matches(correlation: Correlation, table: str) -> list[exp.EQ]:
+    """``outer = table._k<i>`` for each equality of the correlation."""
+    return [exp.EQ(this=outer.copy(), expression=exp.column(f"{KEY}{i}", table=table))
+            for i, (_, outer) in enumerate(correlation)]
 
 
 def _output(subquery: exp.Query) -> tuple[exp.Expr, exp.Select]:

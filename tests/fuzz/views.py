@@ -198,6 +198,11 @@ def _subquery(rnd: random.Random) -> str:
         f"NOT EXISTS (SELECT 1 FROM lines l WHERE l.o_id = o.o_id"
         f"{' AND ' + _atom(rnd, lines) if rnd.random() < 0.5 else ''})",
         f"o.cust NOT IN (SELECT c.c_id FROM customers c{inner})",
+        # correlated by an equality: NULLs on both sides and in the correlation key
+        f"o.cust NOT IN (SELECT l.qty FROM lines l WHERE l.o_id = o.o_id"
+        f"{' AND ' + _atom(rnd, lines) if rnd.random() < 0.5 else ''})",
+        f"o.status NOT IN (SELECT c.region FROM customers c WHERE c.c_id = o.cust"
+        f"{' AND ' + _atom(rnd, _refs(['customers'])) if rnd.random() < 0.5 else ''})",
     ])
     extra = f" AND {_predicate(rnd, refs)}" if rnd.random() < 0.3 else ""
     return f"SELECT {items} FROM orders o WHERE {condition}{extra}"

@@ -88,6 +88,13 @@ QUERIES = [
     "ON f.carrier = a.carrier AND f.month > 1",
     "SELECT a.name, COUNT(f.month) AS n FROM flights f FULL JOIN airlines a "
     "ON f.carrier = a.carrier GROUP BY a.name",
+    # outer joins over three tables, read as nested two-table joins
+    "SELECT f.carrier, f.month, a.name, g.dep_delay FROM flights f JOIN airlines a "
+    "ON f.carrier = a.carrier FULL JOIN flights g ON g.carrier = a.carrier "
+    "AND g.month = f.month + 1",
+    "SELECT a.name, b.name AS other, COUNT(f.fare) AS n FROM airlines a RIGHT JOIN flights f "
+    "ON f.carrier = a.carrier AND f.dep_delay > 5 JOIN airlines b ON b.carrier = f.carrier "
+    "GROUP BY a.name, b.name",
     "SELECT carrier, month, dep_delay, SUM(dep_delay) OVER (PARTITION BY carrier) AS total, "
     "ROW_NUMBER() OVER (PARTITION BY carrier ORDER BY month, dep_delay) AS r FROM flights",
     "WITH d AS (SELECT carrier, dep_delay FROM flights WHERE dep_delay IS NOT NULL) "
@@ -151,6 +158,12 @@ NOT_IN_QUERIES = [
     # a shaped subquery (grouped), read as a derived table
     "SELECT carrier, dep_delay FROM flights WHERE carrier NOT IN "
     "(SELECT MAX(carrier) FROM flights GROUP BY month)",
+    # correlated by equalities: per key, the subquery empty, holding a NULL, or neither
+    "SELECT f.carrier, f.month FROM flights f WHERE f.carrier NOT IN "
+    "(SELECT g.carrier FROM flights g WHERE g.month = f.month AND g.dep_delay > 10)",
+    "SELECT a.name, f.month, COUNT(*) AS n FROM flights f JOIN airlines a "
+    "ON f.carrier = a.carrier WHERE f.month NOT IN (SELECT g.month FROM flights g "
+    "WHERE g.carrier = f.carrier AND g.dep_delay > 50) GROUP BY a.name, f.month",
 ]
 
 carriers = st.sampled_from(["AA", "UA", "DL", None])
@@ -199,10 +212,12 @@ RANK_EXAMPLES: list[tuple[list, list]] = [
      [([("UA", 1, 5.5, Decimal("-12.50"))], 0, [("DL", "Delta")], False), ([], 1, [], False)]),
 ]
 NOT_IN_EXAMPLES: list[tuple[list, list]] = [
-    # a NULL carrier leaves, comes back; the airline subquery becomes non-empty
+    # a NULL carrier leaves, comes back; the airline subquery becomes non-empty; a
+    # carrier comes in another month's subquery only (the correlated queries)
     ([(None, 2, 0.0, None), ("AA", 3, 61.0, Decimal("0.10"))],
      [([("UA", 2, 55.5, None)], 1, [("DL", "Delta")], False),
-      ([(None, 3, None, None), ("DL", 1, 5.5, Decimal("99.99"))], 0, [], True)]),
+      ([(None, 3, None, None), ("DL", 1, 5.5, Decimal("99.99")), ("UA", 1, 0.0, None)], 0, [],
+       True)]),
 ]
 
 

@@ -53,6 +53,18 @@ CONSTRUCTS: tuple[tuple[str, str], ...] = (
                          "RIGHT OUTER JOIN customer ON c_custkey = o_custkey"),
     ("FULL OUTER JOIN", "SELECT c_custkey, o_orderkey FROM customer "
                         "FULL OUTER JOIN orders ON c_custkey = o_custkey"),
+    ("outer join, 3-way (inner, then FULL)",
+     "SELECT c_name, o_orderkey, l_linenumber FROM customer JOIN orders ON c_custkey = o_custkey "
+     "FULL OUTER JOIN lineitem ON l_orderkey = o_orderkey AND l_quantity > 45"),
+    ("outer join, 3-way (RIGHT, then inner)",
+     "SELECT c_name, o_orderkey, n_name FROM orders RIGHT OUTER JOIN customer "
+     "ON c_custkey = o_custkey JOIN nation ON c_nationkey = n_nationkey"),
+    ("outer join, equality and non-equi ON",
+     "SELECT c_custkey, o_orderkey FROM customer LEFT OUTER JOIN orders "
+     "ON c_custkey = o_custkey AND o_totalprice > c_acctbal * 10"),
+    ("outer join, non-equi ON only",
+     "SELECT c_custkey, o_orderkey FROM customer LEFT OUTER JOIN orders "
+     "ON o_totalprice > c_acctbal * 10"),
     ("GROUP BY COUNT/SUM/AVG",
      "SELECT l_returnflag, COUNT(*) AS n, SUM(l_quantity) AS q, AVG(l_discount) AS d "
      "FROM lineitem GROUP BY l_returnflag"),

@@ -62,7 +62,7 @@ def test_projection_has_no_key_and_star_expands() -> None:
         ("SELECT f.carrier FROM flights f LEFT SEMI JOIN airlines a ON f.carrier = a.carrier",
          "SEMI join"),
         ("SELECT f.carrier FROM flights f WHERE f.carrier NOT IN "
-         "(SELECT a.carrier FROM airlines a WHERE a.name = f.origin)", "NOT IN"),
+         "(SELECT a.carrier FROM airlines a WHERE a.name <> f.origin)", "NOT IN"),
         ("SELECT carrier FROM flights WHERE carrier NOT IN (SELECT carrier FROM airlines) "
          "OR month = 1", "NOT IN"),
         ("SELECT carrier NOT IN (SELECT carrier FROM airlines) AS x FROM flights", "NOT IN"),

@@ -47,11 +47,37 @@ def test_a_shaped_subquery_is_read_as_a_derived_table() -> None:
     assert isinstance(values.args["from_"].this, exp.Subquery)  # grouping stays inside
 
 
+def test_a_correlated_not_in_keys_the_values_and_the_flags_by_the_correlation() -> None:
+    query = _rewritten("SELECT f.carrier FROM flights f WHERE f.carrier NOT IN "
+                       "(SELECT a.carrier FROM airlines a WHERE a.name = f.origin || 'x' "
+                       "AND a.carrier > 'A')")
+    assert not any(is_not_in(n) for n in query.walk())
+    joins = query.args["joins"]
+    assert [j.args.get("side") for j in joins] == ["LEFT", "LEFT"]
+    values, flags = (j.this.this for j in joins)
+    assert [s.alias for s in values.selects] == ["_value", "_k0"]
+    assert [s.alias for s in flags.selects] == ["_k0", "_nonempty", "_has_null"]
+    assert [g.sql("spark") for g in flags.args["group"].expressions] == ["a.name"]
+    for derived in (values, flags):  # the correlation left the subquery; its filter stays
+        assert derived.args["where"].sql("spark") == "WHERE a.carrier > 'A'"
+    assert joins[0].args["on"].sql("spark") == (
+        "f.carrier = _not_in._value AND f.origin || 'x' = _not_in._k0")
+    assert joins[1].args["on"].sql("spark") == "f.origin || 'x' = _not_in_flags._k0"
+    assert ("_not_in_flags._nonempty IS NULL OR (NOT f.carrier IS NULL AND "
+            "NOT _not_in_flags._has_null)") in query.args["where"].sql("spark")
+
+
 @pytest.mark.parametrize(
     "sql",
     [
         "SELECT f.carrier FROM flights f WHERE f.carrier NOT IN "
-        "(SELECT a.carrier FROM airlines a WHERE a.name = f.origin)",  # correlated
+        "(SELECT a.carrier FROM airlines a WHERE a.name < f.origin)",  # correlated, not =
+        "SELECT f.carrier FROM flights f WHERE f.carrier NOT IN "
+        "(SELECT a.carrier FROM airlines a WHERE a.name = f.origin AND f.month = 3)",
+        "SELECT f.carrier FROM flights f JOIN airlines b ON f.carrier = b.carrier "
+        "WHERE f.carrier NOT IN (SELECT a.carrier FROM airlines a WHERE a.name = b.name)",
+        "SELECT f.carrier FROM flights f WHERE f.carrier NOT IN "
+        "(SELECT MAX(a.carrier) FROM airlines a WHERE a.name = f.origin)",  # shaped
         "SELECT carrier FROM flights WHERE carrier NOT IN (SELECT carrier FROM airlines) "
         "OR month = 1",  # not a conjunct
         "SELECT f.carrier FROM flights f LEFT JOIN airlines a ON f.carrier = a.carrier "
