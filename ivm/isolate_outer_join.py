@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm.shape import block_items
+from ivm.shape import block_columns, block_items
 
 __all__ = ["isolate_outer_joins"]
 
@@ -53,15 +53,9 @@ def _isolate_one(select: exp.Select) -> bool:
     return False
 
 
-def _block_columns(select: exp.Select) -> list[exp.Column]:
-    """The columns of the block itself (not of the subqueries it contains)."""
-    nodes = select.walk(prune=lambda n: n is not select and isinstance(n, exp.Subquery))
-    return [node for node in nodes if isinstance(node, exp.Column)]
-
-
 def _columns_of(select: exp.Select, alias: str) -> list[str]:
     """Names of the columns of ``alias`` that the block reads, in first-use order."""
-    return list(dict.fromkeys(c.name for c in _block_columns(select) if c.table == alias))
+    return list(dict.fromkeys(c.name for c in block_columns(select) if c.table == alias))
 
 
 def _rewrite(select: exp.Select, join: exp.Join, target: exp.Expr, left: str, right: str) -> None:
@@ -71,7 +65,7 @@ def _rewrite(select: exp.Select, join: exp.Join, target: exp.Expr, left: str, ri
     body = (exp.select(*outputs).from_(target.copy())
             .join(join.this.copy(), on=join.args["on"].copy(), join_type="left"))
     join.pop()
-    for column in _block_columns(select):
+    for column in block_columns(select):
         if column.table == right:
             column.replace(exp.column(f"{right}__{column.name}", table=left))
     alias = exp.TableAlias(this=exp.to_identifier(left))

@@ -23,10 +23,12 @@ A pure function over a qualified sqlglot tree, in the style of sqlglot's optimiz
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlglot import exp
 from sqlglot.helper import find_new_name
 
-from ivm.shape import block_items, join_kinds, outer_join
+from ivm.shape import block_columns, block_items, join_kinds, outer_join
 
 __all__ = ["nest_outer_joins"]
 
@@ -52,20 +54,35 @@ def _nest_one(query: exp.Query, select: exp.Select) -> bool:
     moved = max(outer[-1], 1)  # joins[:moved] go into the derived table
     joins = select.args["joins"]
     prefix = {item.alias_or_name for item in block_items(select)[:moved + 1]}
+    read = _output_names(c for c in block_columns(select) if c.table in prefix)
+    if not read:  # a derived table needs a column
+        return False
     taken = {t.alias_or_name for t in query.find_all(exp.Table, exp.Subquery)}
     alias = find_new_name(taken, "_nested")
-    read = dict.fromkeys((c.table, c.name) for c in _block_columns(select) if c.table in prefix)
-    body = exp.select(*(exp.column(name, table=table).as_(f"{table}__{name}")
-                        for table, name in read))
+    body = exp.select(*(exp.column(name, table=table).as_(output)
+                        for (table, name), output in read.items()))
     body.set("from_", select.args["from_"].copy())
     body.set("joins", [join.copy() for join in joins[:moved]])
     select.set("joins", joins[moved:])
-    for column in _block_columns(select):
+    for column in block_columns(select):
         if column.table in prefix:
-            column.replace(exp.column(f"{column.table}__{column.name}", table=alias))
+            column.replace(exp.column(read[column.table, column.name], table=alias))
     select.set("from_", exp.From(this=exp.Subquery(
         this=body, alias=exp.TableAlias(this=exp.to_identifier(alias)))))
     return True
+
+
+def _output_names(columns: Iterable[exp.Column]) -> dict[tuple[str, str], str]:
+    """A distinct output name, ``<table>__<column>``, for each column read.
+
+    Two that would clash (``p.q__x`` and ``p__q.x``) are told apart by a suffix.
+    """
+    names: dict[tuple[str, str], str] = {}
+    for column in columns:
+        if (column.table, column.name) not in names:
+            names[column.table, column.name] = find_new_name(
+                set(names.values()), f"{column.table}__{column.name}")
+    return names
 
 
 def _plain(select: exp.Select) -> bool:
@@ -81,10 +98,6 @@ def _plain(select: exp.Select) -> bool:
         return False
     items = set(map(id, block_items(select)))
     nested = select.walk(prune=lambda n: id(n) in items)
-    return not any(isinstance(n, exp.Query) and n is not select for n in nested)
+    return not any(isinstance(n, exp.Query) and n is not select and id(n) not in items
+                   for n in nested)
 
-
-def _block_columns(select: exp.Select) -> list[exp.Column]:
-    """The columns of the block itself (not of the derived tables it reads)."""
-    nodes = select.walk(prune=lambda n: n is not select and isinstance(n, exp.Subquery))
-    return [node for node in nodes if isinstance(node, exp.Column)]

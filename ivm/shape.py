@@ -26,6 +26,12 @@ def block_items(query: exp.Select) -> list[exp.Expr]:
     return items + [join.this for join in query.args.get("joins") or []]
 
 
+def block_columns(select: exp.Select) -> list[exp.Column]:
+    """The columns of the block itself, not of the subqueries and derived tables it holds."""
+    nodes = select.walk(prune=lambda n: n is not select and isinstance(n, exp.Subquery))
+    return [node for node in nodes if isinstance(node, exp.Column)]
+
+
 def derived_tables(query: exp.Select) -> list[exp.Subquery]:
     """The subqueries of the top block's FROM and JOIN items (derived tables)."""
     return [item for item in block_items(query) if isinstance(item, exp.Subquery)]

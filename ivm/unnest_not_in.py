@@ -52,8 +52,11 @@ A pure function over a qualified sqlglot tree, in the style of sqlglot's optimiz
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sqlglot import exp
 from sqlglot.helper import find_new_name
+from sqlglot.optimizer.annotate_types import annotate_types
 
 from ivm.shape import block_items, join_kinds
 
@@ -68,33 +71,53 @@ def is_not_in(node: exp.Expr) -> bool:
             and node.this.args.get("query") is not None)
 
 
-def unnest_not_in(query: exp.Query) -> exp.Query:
-    """Rewrite every eligible ``NOT IN (subquery)`` of ``query`` (in place), and return it."""
-    done: set[int] = set()
+def unnest_not_in(query: exp.Query, schema: Mapping[str, object] | None = None) -> exp.Query:
+    """Rewrite every eligible ``NOT IN (subquery)`` of ``query`` (in place), and return it.
+
+    Args:
+        query: A qualified query.
+        schema: Table -> column -> type. A correlated subquery is rewritten only when each
+            equality's two sides have the same type: across types Spark compares after a
+            cast, which can match one outer value to several keys (``'1'`` and ``'01'``
+            both equal ``1``). Without a schema, only uncorrelated ones are rewritten.
+    """
+    done: list[exp.Expr] = []
     while True:
+        if schema is not None and any(map(is_not_in, query.walk())):  # new parts: no types
+            annotate_types(query, schema=dict(schema), dialect="spark")
         found = _next_eligible(query, done)
         if found is None:
             return query
         _rewrite(query, *found)
 
 
-def _next_eligible(query: exp.Query, done: set[int]) -> tuple[exp.Select, exp.Not] | None:
+def _next_eligible(query: exp.Query, done: list[exp.Expr]
+                   ) -> tuple[exp.Select, exp.Not] | None:
     """The first eligible NOT IN conjunct not yet looked at, with its block."""
     for select in query.find_all(exp.Select):
         where = select.args.get("where")
         if where is None:
             continue
-        for conjunct in where.this.flatten() if isinstance(where.this, exp.And) else [where.this]:
-            if not isinstance(conjunct, exp.Not) or not is_not_in(conjunct) or (
-                    id(conjunct) in done):
+        for conjunct in _conjuncts(where.this):
+            if not isinstance(conjunct, exp.Not) or not is_not_in(conjunct) or any(
+                    conjunct is seen for seen in done):
                 continue
-            done.add(id(conjunct))
+            done.append(conjunct)
             if _eligible(select, conjunct):
                 return select, conjunct
     return None
 
 
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+    """The conjuncts of ``condition``, out of their parentheses."""
+    condition = condition.unnest()
+    if not isinstance(condition, exp.And):
+        return [condition]
+    return [part for side in (condition.this, condition.expression) for part in _conjuncts(side)]
+
+
 def _eligible(select: exp.Select, conjunct: exp.Not) -> bool:
+    """Whether the rule rewrites ``conjunct``, a NOT IN of ``select``'s WHERE (module doc)."""
     predicate = conjunct.this
     subquery = predicate.args["query"].this
     if not isinstance(subquery, exp.Query) or len(subquery.selects) != 1:
@@ -122,20 +145,18 @@ def _split(subquery: exp.Query, outer: str) -> tuple[Correlation, exp.Query] | N
         return [], subquery
     if not isinstance(subquery, exp.Select) or _shaped(subquery):
         return None
-    body = subquery.copy()
-    where = body.args.get("where")
-    conjuncts = where.this.flatten() if where and isinstance(where.this, exp.And) else (
-        [where.this] if where else [])
+    where = subquery.args.get("where")
     correlation: Correlation = []
     rest = []
-    for part in conjuncts:
-        if not _free_columns(part, body):
+    for part in _conjuncts(where.this) if where else []:
+        if not _free_columns(part, subquery):
             rest.append(part)
             continue
-        pair = _equality(part, body, outer)
+        pair = _equality(part, subquery, outer)
         if pair is None:
             return None
         correlation.append(pair)
+    body = subquery.copy()
     body.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
     return None if _free_columns(body, body) else (correlation, body)
 
@@ -144,9 +165,10 @@ def _equality(part: exp.Expr, body: exp.Select, outer: str) -> tuple[exp.Expr, e
     """The sides of ``part`` when it is ``inner = outer``, else None.
 
     ``inner`` reads the subquery's tables, ``outer`` table ``outer`` only; neither holds
-    a subquery.
+    a subquery, and both have one known type.
     """
-    if not isinstance(part, exp.EQ) or part.find(exp.Query):
+    if not isinstance(part, exp.EQ) or part.find(exp.Query) or not _same_type(
+            part.this, part.expression):
         return None
     for inner, other in ((part.this, part.expression), (part.expression, part.this)):
         free = _free_columns(other, body)
@@ -155,6 +177,13 @@ def _equality(part: exp.Expr, body: exp.Select, outer: str) -> tuple[exp.Expr, e
                 and {c.table for c in free} == {outer}):
             return inner, other
     return None
+
+
+def _same_type(left: exp.Expr, right: exp.Expr) -> bool:
+    """Whether both sides are typed (:func:`annotate_types`) and as the same Spark type."""
+    types = [side.type for side in (left, right)]
+    known = [t for t in types if t is not None and not t.is_type(exp.DataType.Type.UNKNOWN)]
+    return len(known) == 2 and known[0].sql("spark") == known[1].sql("spark")
 
 
 def _free_columns(node: exp.Expr, scope: exp.Query) -> list[exp.Column]:
@@ -174,6 +203,7 @@ def _free_columns(node: exp.Expr, scope: exp.Query) -> list[exp.Column]:
 
 
 def _rewrite(query: exp.Query, select: exp.Select, conjunct: exp.Not) -> None:
+    """Replace ``conjunct`` by the anti-join and its guard (module doc), in place."""
     predicate = conjunct.this
     x = predicate.this
     split = _split(predicate.args["query"].this, x.find(exp.Column).table)

@@ -17,8 +17,8 @@ SCHEMAS = {
 }
 
 
-def _nested(sql: str) -> exp.Select:
-    query = qualify(sqlglot.parse_one(sql, dialect="spark"), schema=SCHEMAS, dialect="spark",
+def _nested(sql: str, schema: dict[str, dict[str, str]] = SCHEMAS) -> exp.Select:
+    query = qualify(sqlglot.parse_one(sql, dialect="spark"), schema=schema, dialect="spark",
                     quote_identifiers=False)
     assert isinstance(query, exp.Select)
     result = nest_outer_joins(query)
@@ -54,12 +54,34 @@ def test_four_tables_nest_one_level_per_outer_join() -> None:
     query = _nested("SELECT f.month FROM flights f LEFT JOIN airlines a "
                     "ON f.carrier = a.carrier AND a.name = f.origin JOIN airports p "
                     "ON p.code = f.origin FULL JOIN airlines b ON b.carrier = a.carrier")
+    assert _levels(query) == [["FULL"], ["INNER"], ["LEFT"]]
+
+
+def _levels(query: exp.Select) -> list[list[str]]:
+    """The join kinds of each level, outermost first."""
     levels = []
     node: exp.Expr = query
     while isinstance(node, exp.Select):
         levels.append([j.args.get("side") or "INNER" for j in node.args.get("joins") or []])
         node = node.args["from_"].this.this
-    assert levels == [["FULL"], ["INNER"], ["LEFT"]]
+    return levels
+
+
+def test_inner_joins_after_an_outer_join_read_the_nested_table_again() -> None:
+    sql = ("SELECT f.month, b.name FROM flights f JOIN airlines a ON f.carrier = a.carrier "
+           "FULL JOIN airports p ON p.code = f.origin JOIN airlines b ON b.carrier = a.carrier")
+    assert _levels(_nested(sql)) == [["INNER"], ["FULL"], ["INNER"]]
+    assert compile_view("v", sql, SCHEMAS).incremental
+
+
+def test_output_names_that_would_clash_are_told_apart() -> None:
+    schema = {"p": {"x": "int", "q__x": "int"}, "t": {"a": "int", "b": "int"}}
+    query = _nested("SELECT p.q__x AS y1, p__q.x AS y2, t.b FROM p JOIN p AS p__q "
+                    "ON p.x = p__q.q__x FULL JOIN t ON t.a = p.x", schema)
+    names = [s.alias for s in query.args["from_"].this.this.selects]
+    assert len(names) == len(set(names)) == 4
+    assert [s.sql("spark") for s in query.selects][:2] == [
+        f"_nested.{names[0]} AS y1", f"_nested.{names[1]} AS y2"]
 
 
 @pytest.mark.parametrize(
