@@ -41,6 +41,11 @@ def _subquery(node: exp.Expr) -> bool:
     )
 
 
+def _parenthesized_join(node: exp.Expr) -> bool:
+    """Whether ``node`` is a FROM or JOIN item ``(a JOIN b ON ...)``, not a subquery."""
+    return is_derived_table(node) and not isinstance(node.this, exp.Query)
+
+
 Check = tuple[Callable[[exp.Expr], bool], str]
 
 CHECKS: tuple[Check, ...] = (
@@ -48,6 +53,8 @@ CHECKS: tuple[Check, ...] = (
     (is_not_in, "NOT IN (subquery): maintained only as a WHERE conjunct over inner joins, "
                 "of one column, uncorrelated or correlated only by equalities with the one "
                 "table it tests"),
+    (_parenthesized_join, "parenthesized join (JOIN (a JOIN b ON ...)): not maintained "
+                          "incrementally yet"),
     (_subquery, "subquery: not maintained incrementally yet"),
     (lambda n: isinstance(n, exp.Lateral), "LATERAL VIEW: not maintained incrementally yet"),
 )

@@ -243,10 +243,15 @@ def _is_cte(statement: exp.Expr, name: str) -> bool:
 
 def _scan_nodes(query: exp.Select, source_keys: SourceKeys) -> tuple[PlanNode, ...]:
     """One node per FROM/JOIN item: a source's change feed, or a derived table's plan."""
-    nodes = []
+    nodes: list[PlanNode] = []
     for item in block_items(query):
         key = item_key(item, source_keys)
-        if isinstance(item, exp.Subquery):
+        if isinstance(item, exp.Subquery) and not isinstance(item.this, exp.Query):
+            # a parenthesized join, (a JOIN b ON ...): its tables' change feeds
+            nodes.extend(PlanNode("scan", table.sql("spark"), Law.CHANGE_FEED,
+                                  state=(f"{table.name} change feed",))
+                         for table in item.find_all(exp.Table))
+        elif isinstance(item, exp.Subquery):
             nodes.append(PlanNode("derived table", item.alias_or_name, Law.LINEAR, key=key,
                                   children=(_tree(item.this, key, source_keys),)))
         else:

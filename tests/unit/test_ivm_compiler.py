@@ -71,6 +71,8 @@ def test_projection_has_no_key_and_star_expands() -> None:
         ("SELECT DISTINCT month, SUM(dep_delay) OVER (PARTITION BY month) AS s FROM flights",
          "window function over GROUP BY or DISTINCT"),
         ("SELECT carrier FROM flights ORDER BY carrier LIMIT 3 OFFSET 1", "OFFSET"),
+        ("SELECT f.month, a.name FROM flights f JOIN (airlines a JOIN airlines b "
+         "ON a.carrier = b.carrier) ON f.carrier = a.carrier", "parenthesized join"),
         ("SELECT carrier, COUNT(*) AS n FROM flights GROUP BY CUBE (carrier, month, origin, "
          "dep_delay, carrier || 'a', carrier || 'b', carrier || 'c')",
          "ROLLUP, CUBE or GROUPING SETS"),
