@@ -15,6 +15,7 @@ A pure function over a qualified sqlglot tree, in the style of sqlglot's optimiz
 from __future__ import annotations
 
 from sqlglot import exp
+from sqlglot.helper import find_new_name
 
 from ivm.shape import block_columns, block_items
 
@@ -59,14 +60,17 @@ def _columns_of(select: exp.Select, alias: str) -> list[str]:
 
 
 def _rewrite(select: exp.Select, join: exp.Join, target: exp.Expr, left: str, right: str) -> None:
-    left_columns, right_columns = _columns_of(select, left), _columns_of(select, right)
+    left_columns = _columns_of(select, left)
+    renamed: dict[str, str] = {}  # right column -> its name in the derived table
+    for name in _columns_of(select, right):
+        renamed[name] = find_new_name({*left_columns, *renamed.values()}, f"{right}__{name}")
     outputs = [exp.column(c, table=left).as_(c) for c in left_columns]
-    outputs += [exp.column(c, table=right).as_(f"{right}__{c}") for c in right_columns]
+    outputs += [exp.column(c, table=right).as_(renamed[c]) for c in renamed]
     body = (exp.select(*outputs).from_(target.copy())
             .join(join.this.copy(), on=join.args["on"].copy(), join_type="left"))
     join.pop()
     for column in block_columns(select):
         if column.table == right:
-            column.replace(exp.column(f"{right}__{column.name}", table=left))
+            column.replace(exp.column(renamed[column.name], table=left))
     alias = exp.TableAlias(this=exp.to_identifier(left))
     target.replace(exp.Subquery(this=body, alias=alias))
