@@ -196,7 +196,7 @@ def _qualified(view: str, sql: str, schemas: Schemas) -> tuple[exp.Query, exp.Qu
     qualified = unwrap_branches(qualified)
     written = qualified.copy()
     unnested = _exists_for_array_any(unnest_subqueries(
-        unnest_not_in(factor_or_conjuncts(_inline_ctes(qualified)), schema)))
+        unnest_not_in(factor_or_conjuncts(_inline_ctes(qualified)), schemas)))
     lifted = lift_grouped_windows(merge_subqueries(unnested))
     expanded = expand_grouping_sets(lifted, schema)
     return nest_outer_joins(isolate_outer_joins(expanded)), written

@@ -56,8 +56,8 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 from sqlglot.helper import find_new_name
-from sqlglot.optimizer.annotate_types import annotate_types
 
+from ivm.keys import annotate
 from ivm.shape import block_items, join_kinds
 
 __all__ = ["is_not_in", "unnest_not_in"]
@@ -71,7 +71,8 @@ def is_not_in(node: exp.Expr) -> bool:
             and node.this.args.get("query") is not None)
 
 
-def unnest_not_in(query: exp.Query, schema: Mapping[str, object] | None = None) -> exp.Query:
+def unnest_not_in(query: exp.Query, schema: Mapping[str, Mapping[str, str]] | None = None
+                  ) -> exp.Query:
     """Rewrite every eligible ``NOT IN (subquery)`` of ``query`` (in place), and return it.
 
     Args:
@@ -84,7 +85,7 @@ def unnest_not_in(query: exp.Query, schema: Mapping[str, object] | None = None) 
     done: list[exp.Expr] = []
     while True:
         if schema is not None and any(map(is_not_in, query.walk())):  # new parts: no types
-            annotate_types(query, schema=dict(schema), dialect="spark")
+            annotate(query, schema)
         found = _next_eligible(query, done)
         if found is None:
             return query
@@ -180,7 +181,7 @@ def _equality(part: exp.Expr, body: exp.Select, outer: str) -> tuple[exp.Expr, e
 
 
 def _same_type(left: exp.Expr, right: exp.Expr) -> bool:
-    """Whether both sides are typed (:func:`annotate_types`) and as the same Spark type."""
+    """Whether both sides are typed (:func:`ivm.keys.annotate`) and as the same Spark type."""
     types = [side.type for side in (left, right)]
     known = [t for t in types if t is not None and not t.is_type(exp.DataType.Type.UNKNOWN)]
     return len(known) == 2 and known[0].sql("spark") == known[1].sql("spark")
