@@ -121,6 +121,7 @@ def _window_reason(query: exp.Select) -> tuple[str, str] | None:
             fragment)
     if not partition_expressions(query) and rank_orders(query) is None:
         return ("window function without a PARTITION BY shared by every window, other than "
-                "RANK or DENSE_RANK ordered by one expression: each row depends on the whole "
+                "RANK or DENSE_RANK ordered by one expression, or ROW_NUMBER ordered by a key "
+                "of the rows: each row depends on the whole "
                 "input"), fragment
     return None

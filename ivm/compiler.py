@@ -30,6 +30,7 @@ from ivm.lift_grouped_windows import lift_grouped_windows
 from ivm.nest_outer_joins import nest_outer_joins
 from ivm.plan import PlanNode, TopKPlan, ViewPlan
 from ivm.rank_ranges import rank_orders
+from ivm.rank_unique_row_numbers import rank_unique_row_numbers
 from ivm.shape import (
     SET_OPERATIONS,
     block_items,
@@ -77,12 +78,13 @@ def compile_view(
     split = top_k_query(original)
     if isinstance(split, TopKQuery):
         return _top_k_plan(view, split, query, original, schemas, key, source_keys)
+    source_keys = _source_keys(view, source_keys or {}, schemas)
+    annotate(query, schemas)  # column types: an equality carries a key only within one type
+    rank_unique_row_numbers(query, source_keys)
     clause = query.args.get("order") or query.args.get("limit") or query.args.get("offset")
     found = ((split, clause.sql("spark") if clause is not None else sql)
              if isinstance(split, str) else find_reason(query))
     reason = found[0] if found else None
-    source_keys = _source_keys(view, source_keys or {}, schemas)
-    annotate(query, schemas)  # column types: an equality carries a key only within one type
     inferred = output_key(query, source_keys) if reason is None else None
     chosen = tuple(key) if key else inferred
     if chosen is not None and not set(chosen) <= set(columns):

@@ -11,8 +11,10 @@ only the rows they are emitted for are restricted. With several windows, a row i
 recomputed when it lies in the affected range of any of them.
 
 ``ROW_NUMBER`` is left out (ties are numbered in no fixed order, so a recompute may
-number them differently), as are other window functions, windows with more than one
-ORDER BY expression, frames and PARTITION BY (maintained by affected-key recompute).
+number them differently) unless it orders by a key of the rows, where it is ``RANK``
+(:mod:`ivm.rank_unique_row_numbers`); so are other window functions, windows with more
+than one ORDER BY expression, frames and PARTITION BY (maintained by affected-key
+recompute).
 
 Pure functions over a qualified sqlglot SELECT block, in the style of sqlglot's
 optimizer rules. Source: the range-restricted recompute of order-dependent operators,

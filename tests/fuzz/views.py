@@ -221,7 +221,11 @@ def _window(rnd: random.Random) -> str:
     function = rnd.choice(["ROW_NUMBER() OVER (PARTITION BY {p} ORDER BY o.o_id)",
                            "RANK() OVER (PARTITION BY {p} ORDER BY o.amount)",
                            "SUM(o.amount) OVER (PARTITION BY {p})",
-                           "COUNT(*) OVER (PARTITION BY {p})"]).format(p=partition)
+                           "COUNT(*) OVER (PARTITION BY {p})",
+                           # over the whole input: ties, NULLs, and a key (no ties)
+                           "RANK() OVER (ORDER BY o.amount)",
+                           "DENSE_RANK() OVER (ORDER BY o.day DESC)",
+                           "ROW_NUMBER() OVER (ORDER BY o.o_id DESC)"]).format(p=partition)
     return (f"SELECT o.o_id AS c0, {partition} AS c1, {function} AS w FROM orders o"
             f"{_where(rnd, refs, 0.4)}")
 
