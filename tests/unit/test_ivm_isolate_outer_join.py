@@ -5,19 +5,16 @@ from __future__ import annotations
 import duckdb
 import sqlglot
 from sqlglot import exp
-from sqlglot.optimizer.qualify import qualify
 
 from ivm.isolate_outer_join import isolate_outer_joins
+from tests.qualified_sql import qualified_select
 
 SCHEMAS = {"a": {"k": "int"}, "t": {"k": "int", "r__k": "int"}, "r": {"k": "int"}}
 ROWS = {"a": [(1,), (2,), (3,)], "t": [(1, 10), (2, 20), (3, None)], "r": [(1,), (3,)]}
 
 
 def _isolated(sql: str) -> exp.Select:
-    query = qualify(sqlglot.parse_one(sql, dialect="spark"), schema=SCHEMAS, dialect="spark",
-                    quote_identifiers=False)
-    assert isinstance(query, exp.Select)
-    result = isolate_outer_joins(query)
+    result = isolate_outer_joins(qualified_select(sql, SCHEMAS))
     assert isinstance(result, exp.Select)
     return result
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-import sqlglot
 from sqlglot import exp
-from sqlglot.optimizer.qualify import qualify
 
 from ivm import compile_view
 from ivm.nest_outer_joins import nest_outer_joins
+from tests.qualified_sql import qualified_select
 
 SCHEMAS = {
     "flights": {"carrier": "string", "month": "int", "origin": "string"},
@@ -18,10 +17,7 @@ SCHEMAS = {
 
 
 def _nested(sql: str, schema: dict[str, dict[str, str]] = SCHEMAS) -> exp.Select:
-    query = qualify(sqlglot.parse_one(sql, dialect="spark"), schema=schema, dialect="spark",
-                    quote_identifiers=False)
-    assert isinstance(query, exp.Select)
-    result = nest_outer_joins(query)
+    result = nest_outer_joins(qualified_select(sql, schema))
     assert isinstance(result, exp.Select)
     return result
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-import sqlglot
 from sqlglot import exp
-from sqlglot.optimizer.qualify import qualify
 
 from ivm import Law, PlanNode, compile_view
 from ivm.unnest_not_in import is_not_in, unnest_not_in
+from tests.qualified_sql import qualified_select
 
 SCHEMAS = {
     "flights": {"carrier": "string", "month": "int", "origin": "string"},
@@ -17,10 +16,7 @@ SCHEMAS = {
 
 
 def _rewritten(sql: str) -> exp.Query:
-    query = qualify(sqlglot.parse_one(sql, dialect="spark"), schema=SCHEMAS, dialect="spark",
-                     quote_identifiers=False)
-    assert isinstance(query, exp.Query)
-    return unnest_not_in(query, SCHEMAS)
+    return unnest_not_in(qualified_select(sql, SCHEMAS), SCHEMAS)
 
 
 def test_not_in_becomes_a_left_join_to_distinct_values_and_a_null_guard() -> None:
