@@ -93,8 +93,8 @@ def unnest_not_in(query: exp.Query, schema: Mapping[str, Mapping[str, str]] | No
 
 
 def _next_eligible(query: exp.Query, done: list[exp.Expr]
-                   ) -> tuple[exp.Select, exp.Not] | None:
-    """The first eligible NOT IN conjunct not yet looked at, with its block."""
+                   ) -> tuple[exp.Select, exp.Not, Split] | None:
+    """The first eligible NOT IN conjunct not yet looked at, with its block and split."""
     for select in query.find_all(exp.Select):
         where = select.args.get("where")
         if where is None:
@@ -104,8 +104,9 @@ def _next_eligible(query: exp.Query, done: list[exp.Expr]
                     conjunct is seen for seen in done):
                 continue
             done.append(conjunct)
-            if _eligible(select, conjunct):
-                return select, conjunct
+            split = _eligible(select, conjunct)
+            if split is not None:
+                return select, conjunct, split
     return None
 
 
@@ -117,24 +118,30 @@ def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     return [part for side in (condition.this, condition.expression) for part in _conjuncts(side)]
 
 
-def _eligible(select: exp.Select, conjunct: exp.Not) -> bool:
-    """Whether the rule rewrites ``conjunct``, a NOT IN of ``select``'s WHERE (module doc)."""
-    predicate = conjunct.this
-    subquery = predicate.args["query"].this
-    if not isinstance(subquery, exp.Query) or len(subquery.selects) != 1:
-        return False
-    if any(k != "INNER" and k != "CROSS" for k in join_kinds(select)):
-        return False
-    aliases = {item.alias_or_name for item in block_items(select)}
-    read = {c.table for c in predicate.this.find_all(exp.Column)}
-    return len(read) == 1 and read <= aliases and _split(subquery, *read) is not None
-
-
 Correlation = list[tuple[exp.Expr, exp.Expr]]
 """A subquery's equalities with the outer block, as ``(inner, outer)`` sides."""
 
+Split = tuple[Correlation, exp.Query]
+"""A subquery's correlation, and the subquery without it (:func:`_split`)."""
 
-def _split(subquery: exp.Query, outer: str) -> tuple[Correlation, exp.Query] | None:
+
+def _eligible(select: exp.Select, conjunct: exp.Not) -> Split | None:
+    """The split of ``conjunct``'s subquery when the rule rewrites it (module doc), else None.
+
+    ``conjunct`` is a NOT IN of ``select``'s WHERE.
+    """
+    predicate = conjunct.this
+    subquery = predicate.args["query"].this
+    if not isinstance(subquery, exp.Query) or len(subquery.selects) != 1:
+        return None
+    if any(k != "INNER" and k != "CROSS" for k in join_kinds(select)):
+        return None
+    aliases = {item.alias_or_name for item in block_items(select)}
+    read = {c.table for c in predicate.this.find_all(exp.Column)}
+    return _split(subquery, *read) if len(read) == 1 and read <= aliases else None
+
+
+def _split(subquery: exp.Query, outer: str) -> Split | None:
     """The subquery's equalities with table ``outer``, and the subquery without them.
 
     Returns:
@@ -203,12 +210,9 @@ def _free_columns(node: exp.Expr, scope: exp.Query) -> list[exp.Column]:
     return free
 
 
-def _rewrite(query: exp.Query, select: exp.Select, conjunct: exp.Not) -> None:
+def _rewrite(query: exp.Query, select: exp.Select, conjunct: exp.Not, split: Split) -> None:
     """Replace ``conjunct`` by the anti-join and its guard (module doc), in place."""
-    predicate = conjunct.this
-    x = predicate.this
-    split = _split(predicate.args["query"].this, x.find(exp.Column).table)
-    assert split is not None, "only eligible conjuncts are rewritten"
+    x = conjunct.this.this
     correlation, subquery = split
     taken = {t.alias_or_name for t in query.find_all(exp.Table, exp.Subquery)}
     values = find_new_name(taken, "_not_in")
