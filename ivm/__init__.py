@@ -10,7 +10,6 @@ the view's state (an aggregate state, a top-K buffer), which the caller passes t
 from ivm.aggregate_state import AggregateState
 from ivm.compiler import compile_view, referenced_sources
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, ArrowRead
-from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.engine_rule import LOCAL_LIMITS, Engine, local_refusal
 from ivm.errors import IvmError, NotIncrementalError, SqlParseError
 from ivm.evaluate import Maintained, SourceInput, maintain, recompute, reload, view_delta
@@ -20,6 +19,7 @@ from ivm.laws import Law
 from ivm.plan import PlanNode, ViewPlan
 from ivm.source_columns import used_columns
 from ivm.spark_arrow import collect_arrow, to_arrow
+from ivm.state_local import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.top_k_state import TopKState
 from ivm.zset import WEIGHT, consolidate, expand, with_weight
 

@@ -28,8 +28,7 @@ from ivm.aggregate_form import (
     AggregateForm,
     decimal_parts,
 )
-from ivm.arrow_diff import consolidate
-from ivm.zset import WEIGHT
+from ivm.zset import WEIGHT, consolidate
 
 Kind = Literal["group", "sum", "count", "rows", "avg"]
 

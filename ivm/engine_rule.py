@@ -18,11 +18,11 @@ from sqlglot import exp
 from ivm import driver_output
 from ivm.aggregate_form import aggregate_form
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, block_refusal
-from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.laws import Law
 from ivm.local_recompute import GroupedBlock, grouped_block
 from ivm.plan import ViewPlan
 from ivm.shape import key_expressions, outer_join
+from ivm.state_local import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 
 __all__ = ["LOCAL_LIMITS", "Engine", "local_refusal", "plain_block", "recomputed_block"]
 

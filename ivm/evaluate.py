@@ -19,7 +19,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 from sqlglot import exp
 
-from ivm import arrow_diff, driver_output, driver_state
+from ivm import driver_output
 from ivm.aggregate_form import (
     ARG_PREFIX,
     GROUP_PREFIX,
@@ -29,10 +29,9 @@ from ivm.aggregate_form import (
     exact_type,
     state_output,
 )
-from ivm.aggregate_state import AggregateState, advance, build, change_aggregate, check_sums
+from ivm.aggregate_state import AggregateState, advance, check_sums
 from ivm.change_keys import arrow_keys, spark_keys
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
-from ivm.driver_state import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.engine_rule import Engine, local_refusal, plain_block, recomputed_block
 from ivm.errors import IvmError, NotIncrementalError, SumOverflowError
 from ivm.key_ranges import join_columns, restricted
@@ -60,6 +59,8 @@ from ivm.shape import (
     outer_join,
 )
 from ivm.spark_arrow import to_arrow
+from ivm.state_local import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS, LOCAL_STATE_ENGINE
+from ivm.state_spark import SparkStateEngine, build
 from ivm.top_k_state import TopKState, fill, order, view_rows
 from ivm.top_k_state import advance as advance_top_k
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
@@ -251,11 +252,15 @@ def _maintain_invertible(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, Sou
             return on_driver
         reason, state = on_driver, _build(scope, form, "old", 0)  # the state moves to Spark
         assert state is not None, "its arguments were typed exact when it was built"
+    spark = SparkStateEngine()
+    change = spark.partial(form, _delta(scope, form.rows()), state.arg_types)
+    advanced = advance(spark, form, state.arg_types, state.held, change)
+    assert not isinstance(advanced, str), "Spark adds sums as Spark does"
     schema = _as_written(scope, plan).schema
-    advanced = advance(form, state, _delta(scope, form.rows()))
-    sides = [with_weight(_output(scope, form, advanced.state.arg_types, rows, schema), weight)
+    sides = [with_weight(_output(scope, form, state.arg_types, rows, schema), weight)
              for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
-    return Maintained(consolidate(sides[0].union(sides[1])), advanced.state,
+    return Maintained(consolidate(sides[0].union(sides[1])),
+                      AggregateState(state.arg_types, rows=advanced.state, change=advanced.change),
                       engine_reason=reason)
 
 
@@ -332,7 +337,7 @@ def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
     names = [*plan.columns, WEIGHT]
     delta = (pa.table({name: pa.array([], pa.int64() if name == WEIGHT else pa.null())
                        for name in names}) if rows is EMPTY else rows.rename_columns(names))
-    return Maintained(arrow=arrow_diff.consolidate(delta), engine="local", engine_reason=reason)
+    return Maintained(arrow=consolidate(delta), engine="local", engine_reason=reason)
 
 
 def _local_change_rows(scope: _Scope) -> int | str:
@@ -719,7 +724,7 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     (:func:`_rows_on_driver`: no Spark job); else collected from Spark when the change feeds
     are in Arrow and at most ``DRIVER_DELTA_MAX_ROWS`` rows; otherwise Spark aggregates
     them first. Its partial aggregate and the state's advance run on the local engine
-    (:mod:`ivm.driver_state`).
+    (:class:`ivm.state_local.LocalStateEngine`).
 
     Returns:
         The view's delta in Arrow, and the new state (None once it has more than
@@ -733,7 +738,7 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     if isinstance(computed, str):
         return f"the aggregate state's sums, on Spark: {computed}"
     change, engine, reason = computed
-    advanced = driver_state.advance(state.table, change, form.is_global)
+    advanced = advance(LOCAL_STATE_ENGINE, form, state.arg_types, state.table, change)
     if isinstance(advanced, str):
         return f"the aggregate state's sums, on Spark: {advanced}"
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
@@ -764,8 +769,9 @@ def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: Aggre
     assert state.table is not None
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
-        change = to_arrow(change_aggregate(form, _delta(scope, form.rows()), state.arg_types))
-        check_sums(form, state.arg_types, change)  # Spark's NULL for a sum that overflowed
+        spark = SparkStateEngine()
+        change = to_arrow(spark.partial(form, _delta(scope, form.rows()), state.arg_types))
+        check_sums(LOCAL_STATE_ENGINE, form, state.arg_types, change)  # Spark's NULL sums
         return change, "spark", change_rows
     local = _rows_on_driver(scope, form.rows(), state)
     engine: Engine = "local"
@@ -773,7 +779,7 @@ def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: Aggre
               "on the driver")
     if isinstance(local, str):  # Spark evaluates the block; the change is small
         engine, reason, local = "spark", local, to_arrow(_delta(scope, form.rows()))
-    change = driver_state.change_aggregate(form, local)
+    change = LOCAL_STATE_ENGINE.partial(form, local, state.arg_types)
     return change if isinstance(change, str) else (change, engine, reason)
 
 

@@ -51,10 +51,10 @@ from ivm.driver_delta import (
     read_order,
     restriction,
 )
-from ivm.driver_state import bound_name, bound_sql, bounded, sum_limit
 from ivm.key_ranges import KeyValues
 from ivm.rewrite import Relation, substitute
 from ivm.shape import block_tables, group_expressions, has_grouping_sets, outer_join, windows
+from ivm.state_local import bound_name, bound_sql, bounded, sum_limit
 from ivm.zset import WEIGHT
 
 __all__ = ["GroupedBlock", "grouped_block", "recompute_delta"]
@@ -379,7 +379,7 @@ def _groups_sql(block: GroupedBlock, schema: pa.Schema
     Returns:
         The SQL (reading relations ``rows`` and ``keys``), Spark's type of each
         ``__k``/``__v`` column, and the limit of each magnitude bound the SQL computes after
-        them (:func:`ivm.driver_state.bound_sql`, of a decimal sum); or why an aggregate is
+        them (:func:`ivm.state_local.bound_sql`, of a decimal sum); or why an aggregate is
         not taken.
     """
     names = [f"{KEY_PREFIX}{i}" for i in range(len(block.keys))]

@@ -1,4 +1,4 @@
-"""Z-sets as Spark DataFrames: rows plus an int64 ``_weight`` column.
+"""Z-sets: rows plus an int64 ``_weight`` column, as Spark DataFrames or Arrow tables.
 
 A Z-set maps rows to integer weights: +1 is an insert, -1 a delete, and an update
 is a -1 of the old row plus a +1 of the new one (Budiu et al., "DBSP: Automatic
@@ -7,6 +7,9 @@ Incremental View Maintenance for Rich Query Languages", VLDB 2023).
 
 from __future__ import annotations
 
+from typing import overload
+
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -32,15 +35,31 @@ def with_weight(rows: DataFrame, weight: int = 1) -> DataFrame:
     return rows.withColumn(WEIGHT, F.lit(weight).cast("bigint"))
 
 
-def consolidate(zset: DataFrame) -> DataFrame:
+@overload
+def consolidate(zset: DataFrame) -> DataFrame: ...
+
+
+@overload
+def consolidate(zset: pa.Table) -> pa.Table: ...
+
+
+def consolidate(zset: DataFrame | pa.Table) -> DataFrame | pa.Table:
     """Merge equal rows by summing their weights and drop rows whose weight is zero.
 
+    Rows are equal as Spark groups them (NULL equals NULL, -0.0 equals 0.0, NaN equals
+    NaN) on either engine: a DataFrame is grouped by Spark, an Arrow table by
+    :func:`ivm.arrow_diff.consolidate` (DuckDB in process).
+
     Args:
-        zset: DataFrame with data columns plus ``_weight`` (int64).
+        zset: Data columns plus ``_weight`` (int64), as a DataFrame or an Arrow table.
 
     Returns:
-        The consolidated Z-set: same columns, each distinct row once, non-zero weights.
+        The consolidated Z-set, held as given: same columns, each distinct row once,
+        non-zero weights.
     """
+    if isinstance(zset, pa.Table):
+        from ivm.arrow_diff import consolidate as consolidate_arrow
+        return consolidate_arrow(zset)
     columns = data_columns(zset)
     summed = zset.groupBy(*columns).agg(F.sum(WEIGHT).cast("bigint").alias(WEIGHT))
     return summed.where(F.col(WEIGHT) != 0).select(*columns, WEIGHT)

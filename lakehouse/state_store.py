@@ -12,7 +12,7 @@ sources at that frontier, so it is stored under names made of both, in
   folder written by Spark's executors (a state held on Spark; the driver reads no row).
 
 Sums and counts add up, so a state reads back as its base plus the changes since
-(:func:`ivm.aggregate_state.with_changes`, :func:`ivm.driver_state.with_changes`): a tick
+(:func:`ivm.aggregate_state.with_changes`, on the engine that holds it): a tick
 writes only its change, O(change) rather than O(state). A new base is written when the
 changes since the last one hold as many rows as it does, or number :data:`MAX_CHANGES`, and
 the view's older entries are then dropped. A crash before the record is written only costs
@@ -35,7 +35,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from ivm import AggregateState, aggregate_state, driver_state
+from ivm import AggregateState
+from ivm.aggregate_state import engine_of, with_changes
 from lakehouse.storage import Folder
 
 __all__ = ["MAX_CHANGES", "StateStore"]
@@ -108,11 +109,11 @@ class StateStore:
             assert self.spark is not None
             spark = self.spark
             parts = [_checked(spark.read.parquet(folder.child(r.data).uri), r) for r in chain]
-            rows = aggregate_state.with_changes(parts[0], parts[1:])
+            rows = with_changes(engine_of(parts[0]), parts[0], parts[1:])
             return AggregateState(tuple(last.arg_types), rows=rows.localCheckpoint(eager=True),
                                   schema=schema)
         tables = [_checked(_read_table(folder.child(r.data)), r) for r in chain]
-        table = driver_state.with_changes(tables[0], tables[1:])
+        table = with_changes(engine_of(tables[0]), tables[0], tables[1:])
         return AggregateState(tuple(last.arg_types), table=table, schema=schema)
 
     def _chain(self, folder: Folder, digest: str) -> list[_Record] | None:

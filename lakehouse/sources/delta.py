@@ -30,7 +30,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ivm import DRIVER_DELTA_MAX_ROWS, WEIGHT, KeyValues, consolidate, with_weight
-from ivm.arrow_diff import consolidate as arrow_consolidate
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, aligned, projected
@@ -201,7 +200,7 @@ class DeltaSourceReader:
         kinds = changes.column("_change_type").cast(pa.string())
         weights = pc.if_else(pc.is_in(kinds, pa.array(_REMOVED_CHANGES)), -1, 1)
         rows = _without_views(changes.select(names))
-        return arrow_consolidate(rows.append_column(WEIGHT, weights.cast(pa.int64())))
+        return consolidate(rows.append_column(WEIGHT, weights.cast(pa.int64())))
 
     def _arrow_feed(self, new: int, rows: pa.Table) -> ChangeFeed:
         """A change read in Arrow; it reaches Spark through the bridge if Spark reads it."""

@@ -31,7 +31,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from ivm import DRIVER_DELTA_MAX_ROWS, WEIGHT, KeyValues, consolidate, with_weight
-from ivm.arrow_diff import consolidate as arrow_consolidate
 from lakehouse.errors import SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, aligned, projected
@@ -299,7 +298,7 @@ class IcebergSourceReader:
         if old is None:
             rows = table.scan(snapshot_id=new, selected_fields=tuple(at_new.column_names)
                               ).to_arrow()
-            return arrow_consolidate(rows.append_column(
+            return consolidate(rows.append_column(
                 WEIGHT, pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)))
         changed = self._changed_files(table, old, new) if old != new else None
         if old == new or (changed is not None and not changed.paths):

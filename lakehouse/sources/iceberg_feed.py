@@ -25,7 +25,8 @@ from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 
-from ivm.arrow_diff import consolidate, difference
+from ivm.arrow_diff import difference
+from ivm.zset import consolidate
 from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_positions import position_changes, readable
 from lakehouse.sources.manifest_cache import ManifestCache

@@ -553,7 +553,7 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             f"incremental refresh with `engine: {LOCAL}` runs {_span(jobs, '', 0)} "
             "Spark jobs (*inc Spark jobs*), each paying scheduling and planning whatever its "
             "data. Change feeds are computed in Arrow, an aggregate state of plain "
-            "SUM/COUNT/AVG outputs is held on the driver (`ivm/driver_state.py`), and the "
+            "SUM/COUNT/AVG outputs is held on the driver (`ivm/state_local.py`), and the "
             "block's delta terms are run by DuckDB in process (`ivm/local_engine.py`): the change "
             "feed joined with the partners' rows that match its keys, read by pyiceberg "
             "(`ivm/driver_delta.py`). A refresh then runs no Spark job, unless a partner "

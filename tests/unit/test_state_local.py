@@ -1,4 +1,4 @@
-"""The aggregate state held on the driver: group matching, exact sums, the view's delta."""
+"""Aggregate state on the driver: the law on the local engine, exact sums, the view's delta."""
 
 import math
 from decimal import Decimal
@@ -7,12 +7,27 @@ import pyarrow as pa
 import pytest
 
 from ivm import compile_view
-from ivm.aggregate_form import aggregate_form
+from ivm.aggregate_form import AggregateForm, aggregate_form
+from ivm.aggregate_state import Advanced, advance
 from ivm.arrow_diff import consolidate
 from ivm.driver_output import Output, delta_rows, plain_outputs
-from ivm.driver_state import advance, change_aggregate, supports
+from ivm.state_local import LOCAL_STATE_ENGINE, supports
 
 NAN = float("nan")
+
+FORM = aggregate_form(compile_view(
+    "v", "SELECT shop, SUM(price) AS p FROM sales GROUP BY shop",
+    {"sales": {"shop": "string", "price": "decimal(15,2)"}}).query)
+
+
+def _advance(state: pa.Table, change: pa.Table) -> Advanced[pa.Table] | str:
+    """The law's step on the local engine; a state without ``__g*`` columns is global."""
+    assert FORM is not None
+    return advance(LOCAL_STATE_ENGINE, FORM, ["decimal(15,2)"], state, change)
+
+
+def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table | str:
+    return LOCAL_STATE_ENGINE.partial(form, delta)
 
 STATE = pa.schema([("__g0", pa.string()), ("__g1", pa.int32()), ("__s0", pa.decimal128(25, 2)),
                    ("__c0", pa.int64()), ("__n", pa.int64())])
@@ -32,7 +47,7 @@ def test_changes_add_to_their_groups_and_null_matches_null() -> None:
                    ("a", None, Decimal("3.00"), 1, 1), ("b", 2, Decimal("4.00"), 1, 1))
     change = _state((None, 1, Decimal("-2.00"), -1, -1), ("a", None, Decimal("-3.00"), -1, -1),
                     ("c", 3, Decimal("0.25"), 1, 1), ("a", 1, Decimal("0.00"), 0, 1))
-    advanced = advance(state, change, is_global=False)
+    advanced = _advance(state, change)
     assert _by_group(advanced.state) == {
         ("a", 1): (Decimal("1.50"), 1, 2),
         (None, 1): (Decimal("0.00"), 1, 1),
@@ -49,25 +64,26 @@ def test_a_global_group_stays_at_zero_rows() -> None:
     schema = pa.schema([("__s0", pa.int64()), ("__c0", pa.int64()), ("__n", pa.int64())])
     state = pa.table({"__s0": [5], "__c0": [1], "__n": [1]}, schema=schema)
     change = pa.table({"__s0": [-5], "__c0": [-1], "__n": [-1]}, schema=schema)
-    advanced = advance(state, change, is_global=True)
+    advanced = _advance(state, change)
     assert advanced.state.to_pylist() == [{"__s0": 0, "__c0": 0, "__n": 0}]
-    assert advance(state, change.slice(0, 0), is_global=True).state == state
+    assert _advance(state, change.slice(0, 0)).state == state
 
 
 def test_a_decimal_sum_that_overflows_its_type_is_left_to_spark() -> None:
     schema = pa.schema([("__g0", pa.int64()), ("__s0", pa.decimal128(38, 0)), ("__n", pa.int64())])
     big = Decimal(10 ** 38 - 1)
     state = pa.table({"__g0": [1], "__s0": [big], "__n": [1]}, schema=schema)
-    assert advance(state, state, is_global=False) == "__s0 near the range of its type"
+    assert _advance(state, state) == "__s0 near the range of its type"
 
 
 def test_a_bigint_sum_spark_would_wrap_is_left_to_spark() -> None:
     schema = pa.schema([("__g0", pa.int64()), ("__s0", pa.int64()), ("__n", pa.int64())])
     state = pa.table({"__g0": [1], "__s0": [2 ** 63 - 1], "__n": [1]}, schema=schema)
     change = pa.table({"__g0": [1], "__s0": [1], "__n": [1]}, schema=schema)
-    assert isinstance(advance(state, change, is_global=False), str)
-    assert advance(state, change.set_column(1, "__s0", pa.array([-1])), is_global=False
-                   ).state["__s0"].to_pylist() == [2 ** 63 - 2]
+    assert isinstance(_advance(state, change), str)
+    advanced = _advance(state, change.set_column(1, "__s0", pa.array([-1])))
+    assert not isinstance(advanced, str)
+    assert advanced.state["__s0"].to_pylist() == [2 ** 63 - 2]
 
 
 def test_float_and_nested_groups_stay_on_spark() -> None:
@@ -171,12 +187,12 @@ def test_wide_decimals_sum_exactly_and_an_overflow_is_left_to_spark() -> None:
     assert isinstance(change, pa.Table) and change["__s0"].to_pylist() == [2 * wide]
     schema = pa.schema([("__s0", pa.decimal128(25, 2)), ("__c0", pa.int64()), ("__n", pa.int64())])
     state = pa.table({"__s0": [wide], "__c0": [1], "__n": [1]}, schema=schema)
-    advanced = advance(state, change, is_global=True)
+    advanced = _advance(state, change)
     assert not isinstance(advanced, str)
     assert advanced.state["__s0"].to_pylist() == [3 * wide]
     near_limit = pa.table({"__s0": [Decimal("7" + "0" * 22)], "__c0": [1], "__n": [1]},
                           schema=schema)  # 3 * wide + 7e22 > 10^23: beyond decimal(25, 2)
-    assert "Spark computes otherwise" in advance(advanced.state, near_limit, is_global=True)
+    assert "Spark computes otherwise" in _advance(advanced.state, near_limit)
     huge = pa.table({"__a0": pa.array([Decimal("9" * 36 + ".99")] * 2, pa.decimal128(38, 2)),
                      "_weight": [1, 1]})  # their sum has 39 digits
     assert isinstance(change_aggregate(form, huge), str)
