@@ -56,8 +56,9 @@ class StateEngine(Protocol[Rows]):
                 ) -> Rows | str:
         """The partial aggregate of ``delta`` (``__g*``, ``__a*``, ``_weight``): state rows.
 
-        One row per group with a row of nonzero weight; a sum in the type of Spark's
-        ``SUM`` of its argument (``arg_types``), counts weighted.
+        One row per group with a row of nonzero weight (on Spark, a global aggregate's
+        one row whatever the delta); a sum in the type of Spark's ``SUM`` of its argument
+        (``arg_types``), counts weighted.
         """
         ...
 
@@ -68,7 +69,8 @@ class StateEngine(Protocol[Rows]):
     def summed(self, parts: Sequence[Rows]) -> Rows | str:
         """State rows of ``parts`` added up group by group, in the types of ``parts[0]``.
 
-        A sum is NULL when one of its parts' is (Spark's ``SUM`` overflowed).
+        On Spark a sum is NULL when one of its parts' is (Spark's ``SUM`` overflowed);
+        the local engine answers why it cannot add them instead.
         """
         ...
 
@@ -150,8 +152,8 @@ def engine_of(state: DataFrame | pa.Table) -> StateEngine:
     if isinstance(state, pa.Table):
         from ivm.state_local import LOCAL_STATE_ENGINE
         return LOCAL_STATE_ENGINE
-    from ivm.state_spark import SparkStateEngine
-    return SparkStateEngine()
+    from ivm.state_spark import SPARK_STATE_ENGINE
+    return SPARK_STATE_ENGINE
 
 
 def advance(engine: StateEngine[Rows], form: AggregateForm, arg_types: Sequence[str],

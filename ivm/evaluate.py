@@ -60,7 +60,7 @@ from ivm.shape import (
 )
 from ivm.spark_arrow import to_arrow
 from ivm.state_local import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS, LOCAL_STATE_ENGINE
-from ivm.state_spark import SparkStateEngine, build
+from ivm.state_spark import SPARK_STATE_ENGINE, build
 from ivm.top_k_state import TopKState, fill, order, view_rows
 from ivm.top_k_state import advance as advance_top_k
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
@@ -252,11 +252,10 @@ def _maintain_invertible(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, Sou
             return on_driver
         reason, state = on_driver, _build(scope, form, "old", 0)  # the state moves to Spark
         assert state is not None, "its arguments were typed exact when it was built"
-    spark = SparkStateEngine()
-    change = spark.partial(form, _delta(scope, form.rows()), state.arg_types)
-    advanced = advance(spark, form, state.arg_types, state.held, change)
-    assert not isinstance(advanced, str), "Spark adds sums as Spark does"
     schema = _as_written(scope, plan).schema
+    change = SPARK_STATE_ENGINE.partial(form, _delta(scope, form.rows()), state.arg_types)
+    advanced = advance(SPARK_STATE_ENGINE, form, state.arg_types, state.held, change)
+    assert not isinstance(advanced, str), "Spark adds sums as Spark does"
     sides = [with_weight(_output(scope, form, state.arg_types, rows, schema), weight)
              for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
     return Maintained(consolidate(sides[0].union(sides[1])),
@@ -743,7 +742,8 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
         return f"the aggregate state's sums, on Spark: {advanced}"
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
                                     advanced.after, _columns(schema))
-    kept = (AggregateState(state.arg_types, table=advanced.state, schema=schema, change=change)
+    kept = (AggregateState(state.arg_types, table=advanced.state, schema=schema,
+                           change=advanced.change)
             if advanced.state.num_rows <= max_rows else None)
     weighted_schema = StructType([*schema.fields, StructField(WEIGHT, LongType(), False)])
     return Maintained(state=kept, arrow=rows, schema=weighted_schema, engine=engine,
@@ -769,8 +769,8 @@ def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: Aggre
     assert state.table is not None
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
-        spark = SparkStateEngine()
-        change = to_arrow(spark.partial(form, _delta(scope, form.rows()), state.arg_types))
+        change = to_arrow(SPARK_STATE_ENGINE.partial(form, _delta(scope, form.rows()),
+                                                     state.arg_types))
         check_sums(LOCAL_STATE_ENGINE, form, state.arg_types, change)  # Spark's NULL sums
         return change, "spark", change_rows
     local = _rows_on_driver(scope, form.rows(), state)

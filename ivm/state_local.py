@@ -115,11 +115,11 @@ class LocalStateEngine:
         A semi join on DuckDB of the grouping columns alone; the state's rows are then
         taken by position, without a pass of DuckDB over their sums.
         """
+        if change.num_rows == 0:
+            return state.slice(0, 0), state
         groups = _groups(state.schema)
         if not groups:  # the one global group
             return state, state.slice(0, 0)
-        if change.num_rows == 0:
-            return state.slice(0, 0), state
         keys = state.select(groups).append_column(_POSITION, pa.array(np.arange(state.num_rows)))
         matched = " AND ".join(f"s.{_quoted(g)} IS NOT DISTINCT FROM c.{_quoted(g)}"
                                for g in groups)
@@ -139,6 +139,8 @@ class LocalStateEngine:
             type, or one is NULL already (Spark's SUM made it so).
         """
         schema = parts[0].schema
+        if all(part.num_rows == 0 for part in parts[1:]):
+            return parts[0]
         if any(part.column(f.name).null_count for part in parts for f in schema
                if f.name.startswith(SUM_PREFIX)):
             return "a sum is NULL (Spark's SUM overflowed its type)"

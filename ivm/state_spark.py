@@ -95,6 +95,10 @@ class SparkStateEngine:
         return [bool(found and found[i]) for i in range(len(names))]
 
 
+SPARK_STATE_ENGINE = SparkStateEngine()
+"""Spark's state operations (it holds no state of its own)."""
+
+
 def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str],
           driver_max_rows: int = 0) -> AggregateState:
     """Aggregate the block's input rows into state (a full pass over ``rows`` on Spark).
@@ -116,9 +120,8 @@ def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str],
         if table is not None:
             check_sums(LOCAL_STATE_ENGINE, form, arg_types, table)
             return AggregateState(tuple(arg_types), table=table)
-    spark = SparkStateEngine()
-    held = spark.settled(state)
-    check_sums(spark, form, arg_types, held)
+    held = SPARK_STATE_ENGINE.settled(state)
+    check_sums(SPARK_STATE_ENGINE, form, arg_types, held)
     return AggregateState(tuple(arg_types), rows=held)
 
 

@@ -18,7 +18,7 @@ from ivm import compile_view, to_arrow
 from ivm.aggregate_form import AggregateForm, aggregate_form
 from ivm.aggregate_state import Advanced, advance, with_changes
 from ivm.state_local import LOCAL_STATE_ENGINE
-from ivm.state_spark import SparkStateEngine
+from ivm.state_spark import SPARK_STATE_ENGINE
 from tests.spark_frames import arrow_frame
 
 SQL = ("SELECT shop, day, SUM(price) AS p, COUNT(qty) AS q, COUNT(*) AS n FROM sales "
@@ -79,13 +79,12 @@ def test_a_step_of_the_law_is_the_same_on_spark_and_on_the_local_engine(
     form, rows = _form(), [_input_row(rng) for _ in range(20)]
     state = _state(form, rows)
     delta = _delta(rng, rows)
-    spark_engine = SparkStateEngine()
     local_change = LOCAL_STATE_ENGINE.partial(form, delta, ARG_TYPES)
-    spark_change = spark_engine.partial(form, arrow_frame(spark, delta, DELTA_DDL), ARG_TYPES)
+    spark_change = SPARK_STATE_ENGINE.partial(form, arrow_frame(spark, delta, DELTA_DDL), ARG_TYPES)
     assert not isinstance(local_change, str)
     assert _rows(local_change.cast(STATE)) == _rows(spark_change)
     local = advance(LOCAL_STATE_ENGINE, form, ARG_TYPES, state, local_change)
-    on_spark = advance(spark_engine, form, ARG_TYPES, arrow_frame(spark, state, STATE_DDL),
+    on_spark = advance(SPARK_STATE_ENGINE, form, ARG_TYPES, arrow_frame(spark, state, STATE_DDL),
                        spark_change)
     assert isinstance(local, Advanced) and isinstance(on_spark, Advanced)
     for name in ("state", "before", "after"):
@@ -107,7 +106,7 @@ def test_stored_changes_read_back_as_the_same_state_on_both_engines(spark: Spark
         changes.append(change.cast(STATE))
         state = advanced.state
     local = with_changes(LOCAL_STATE_ENGINE, base, changes)
-    on_spark = with_changes(SparkStateEngine(), arrow_frame(spark, base, STATE_DDL),
+    on_spark = with_changes(SPARK_STATE_ENGINE, arrow_frame(spark, base, STATE_DDL),
                             [arrow_frame(spark, change, STATE_DDL) for change in changes])
     assert _rows(local) == _rows(state) == _rows(on_spark) == _rows(_state(form, rows))
 
@@ -120,7 +119,7 @@ def test_a_global_group_stays_on_both_engines(spark: SparkSession) -> None:
     change = pa.table({"__s0": [-5], "__c0": [-1], "__n": [-1]}, schema=schema)
     ddl = "__s0 bigint, __c0 bigint, __n bigint"
     local = advance(LOCAL_STATE_ENGINE, form, ["int"], state, change)
-    on_spark = advance(SparkStateEngine(), form, ["int"], arrow_frame(spark, state, ddl),
+    on_spark = advance(SPARK_STATE_ENGINE, form, ["int"], arrow_frame(spark, state, ddl),
                        arrow_frame(spark, change, ddl))
     assert isinstance(local, Advanced) and isinstance(on_spark, Advanced)
     assert _rows(local.state) == _rows(on_spark.state) == [(0, 0, 0)]
@@ -138,7 +137,7 @@ def test_a_bigint_sum_spark_wraps_is_refused_locally_and_wrapped_on_spark(
     change = pa.table({"__g0": ["a"], "__s0": [1], "__c0": [1], "__n": [1]}, schema=schema)
     ddl = "__g0 string, __s0 bigint, __c0 bigint, __n bigint"
     assert isinstance(advance(LOCAL_STATE_ENGINE, form, ["int"], state, change), str)
-    on_spark = advance(SparkStateEngine(), form, ["int"], arrow_frame(spark, state, ddl),
+    on_spark = advance(SPARK_STATE_ENGINE, form, ["int"], arrow_frame(spark, state, ddl),
                        arrow_frame(spark, change, ddl))
     assert isinstance(on_spark, Advanced)
     assert _rows(on_spark.state) == [("a", -2 ** 63, 2, 2)]

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from ivm import compile_view, to_arrow
 from ivm.aggregate_form import aggregate_form, state_output
 from ivm.driver_output import plain_outputs, view_rows
-from ivm.state_spark import SparkStateEngine
+from ivm.state_spark import SPARK_STATE_ENGINE
 from tests.spark_frames import arrow_frame, spark_frame
 
 COUNTS = [1, 2, 3, 4, 7, 8, 16, 32, 64, 125, 1000, 3 ** 20, 2 ** 40]  # ties come from 2s and 5s
@@ -102,5 +102,5 @@ def test_spark_change_aggregate_negates_an_int_as_bigint(spark: SparkSession) ->
     assert form is not None
     delta = spark_frame(spark, [(1, -2 ** 31, -1), (1, 5, 1)],
                                   "__g0 int, __a0 int, _weight bigint")
-    (row,) = SparkStateEngine().partial(form, delta, ["int"]).collect()
+    (row,) = SPARK_STATE_ENGINE.partial(form, delta, ["int"]).collect()
     assert (row["__s0"], row["__c0"], row["__n"]) == (2 ** 31 + 5, 0, 0)

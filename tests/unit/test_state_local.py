@@ -29,6 +29,7 @@ def _advance(state: pa.Table, change: pa.Table) -> Advanced[pa.Table] | str:
 def change_aggregate(form: AggregateForm, delta: pa.Table) -> pa.Table | str:
     return LOCAL_STATE_ENGINE.partial(form, delta)
 
+
 STATE = pa.schema([("__g0", pa.string()), ("__g1", pa.int32()), ("__s0", pa.decimal128(25, 2)),
                    ("__c0", pa.int64()), ("__n", pa.int64())])
 
@@ -66,7 +67,18 @@ def test_a_global_group_stays_at_zero_rows() -> None:
     change = pa.table({"__s0": [-5], "__c0": [-1], "__n": [-1]}, schema=schema)
     advanced = _advance(state, change)
     assert advanced.state.to_pylist() == [{"__s0": 0, "__c0": 0, "__n": 0}]
-    assert _advance(state, change.slice(0, 0)).state == state
+    unchanged = _advance(state, change.slice(0, 0))
+    assert not isinstance(unchanged, str)
+    assert unchanged.state == state
+    assert unchanged.before.num_rows == unchanged.after.num_rows == 0
+
+
+def test_an_empty_change_leaves_a_sum_near_its_range_alone() -> None:
+    """Nothing to add: no sum is computed, so none is refused (the state stays local)."""
+    schema = pa.schema([("__s0", pa.decimal128(38, 0)), ("__n", pa.int64())])
+    state = pa.table({"__s0": [Decimal(6 * 10 ** 37)], "__n": [1]}, schema=schema)
+    unchanged = _advance(state, state.slice(0, 0))
+    assert not isinstance(unchanged, str) and unchanged.state == state
 
 
 def test_a_decimal_sum_that_overflows_its_type_is_left_to_spark() -> None:
