@@ -349,16 +349,16 @@ def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan,
     from the executors. Each sink's kind is appended to ``committed`` once its commit landed;
     each commit records ``engine``, the engine that computed the delta.
     """
+    changes: pa.Table | DataFrame
     if delta.arrow is not None:
         changes = delta.arrow
         schema: pa.Schema | StructType = changes.schema.remove(
             changes.schema.get_field_index(WEIGHT))
         rows = changes.num_rows
-        commit = methodcaller("apply_arrow", changes, plan.key, group.new, engine)
     else:
-        frame = delta.rows.localCheckpoint(eager=True)
-        schema, rows = frame.drop(WEIGHT).schema, frame.count()
-        commit = methodcaller("apply", frame, plan.key, group.new, engine)
+        changes = delta.rows.localCheckpoint(eager=True)
+        schema, rows = changes.drop(WEIGHT).schema, changes.count()
+    commit = methodcaller("apply", changes, plan.key, group.new, engine)
     counted(rows)
     _commit(sinks, group, schema, commit, committed)
     return rows
@@ -370,15 +370,15 @@ def _replace(sinks: ViewSinks, group: _Group, view: Maintained, committed: list[
     As :func:`_apply`: rows in Arrow are committed from Arrow, rows on Spark from Spark.
     Each sink's kind is appended to ``committed`` once its commit landed.
     """
+    content: pa.Table | DataFrame
     if view.arrow is not None:
         content = view.arrow
         schema: pa.Schema | StructType = content.schema
         rows = content.num_rows
-        commit = methodcaller("replace_arrow", content, group.new, "spark")
     else:
-        frame = view.rows.localCheckpoint(eager=True)
-        schema, rows = frame.schema, frame.count()
-        commit = methodcaller("replace", frame, group.new, "spark")
+        content = view.rows.localCheckpoint(eager=True)
+        schema, rows = content.schema, content.count()
+    commit = methodcaller("replace", content, group.new, "spark")
     counted(rows)
     _commit(sinks, group, schema, commit, committed)
     return rows
@@ -388,8 +388,8 @@ def _commit(sinks: ViewSinks, group: _Group, schema: pa.Schema | StructType,
             commit: methodcaller, committed: list[str]) -> None:
     """Call ``commit`` on the group's Iceberg sink (created with ``schema``), then Delta sink.
 
-    Both sink kinds commit a delta by ``apply``/``apply_arrow`` and content by
-    ``replace``/``replace_arrow``.
+    Both sink kinds commit a delta by ``apply`` and content by ``replace``, from Arrow or
+    Spark rows alike.
     """
     failpoint("before-iceberg-commit")
     if "iceberg" in group.kinds and sinks.iceberg is not None:

@@ -1,10 +1,10 @@
 """One view's Delta table: the frontier it reflects, and the commits that advance it.
 
-A view delta computed on the driver (Arrow) is committed with delta-rs
-(:mod:`sinks.delta_rs`, :meth:`DeltaSink.apply_arrow`); one computed on Spark is committed
-with delta-spark from the executors (:mod:`sinks.delta_spark`, :meth:`DeltaSink.apply`).
-The caller chooses by where the tick computed the delta, as for the Iceberg sink. Both
-writers carry the same commit metadata (:mod:`sinks.delta_commit`), so their commits
+One interface, :meth:`DeltaSink.apply` (a view delta) and :meth:`DeltaSink.replace` (a
+view's content), takes rows from either engine; where they are held picks the writer: rows
+computed on the driver (Arrow) are committed with delta-rs (:mod:`sinks.delta_rs`), rows on
+Spark with delta-spark from the executors (:mod:`sinks.delta_spark`; nothing collected).
+Both writers carry the same commit metadata (:mod:`sinks.delta_commit`), so their commits
 interleave on one table, and the table is created with the change data feed on.
 """
 
@@ -85,66 +85,50 @@ class DeltaSink:
             return None
         return latest_frontier(table.history)
 
-    def apply_arrow(self, delta: pa.Table, key: Sequence[str] | None,
-                    frontier: Frontier, engine: str | None = None) -> None:
-        """Apply a view delta held in Arrow, with delta-rs, in one commit carrying ``frontier``.
+    def apply(self, delta: pa.Table | DataFrame, key: Sequence[str] | None,
+              frontier: Frontier, engine: str | None = None) -> None:
+        """Apply a view delta in one commit carrying ``frontier``.
+
+        In Arrow: written by delta-rs on the driver. A DataFrame: written by delta-spark,
+        the executors writing the data files; nothing is collected to the driver.
 
         Args:
-            delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64).
+            delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64), as an
+                Arrow table or a DataFrame.
             key: The view's unique key, or None when rows have multiplicities.
             frontier: The source versions the table reflects after this commit.
             engine: The engine that computed the rows (``local``, ``spark``), recorded
                 in the commit (:data:`sinks.frontier.ENGINE_KEY`).
 
         Raises:
-            SinkError: The commit failed; the table is unchanged.
+            SinkError: The commit failed, or (Spark) the table moved; the table is unchanged.
         """
-        table = self._base_table()
-        delta_rs.apply(table, self.uri, delta, key, self._commit(frontier, engine),
-                       self.storage_options)
-
-    def replace_arrow(self, rows: pa.Table, frontier: Frontier, engine: str | None = None
-                      ) -> None:
-        """Replace the table's content by ``rows`` (Arrow) in one commit (full refresh).
-
-        Raises:
-            SinkError: The commit failed; the table is unchanged.
-        """
-        delta_rs.write(self._base_table() or self.uri, rows, "overwrite",
-                       self._commit(frontier, engine), self.storage_options)
-
-    def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier,
-              engine: str | None = None) -> None:
-        """Apply a view delta held in Spark, with delta-spark, in one commit.
-
-        The executors write the data files; nothing is collected to the driver.
-
-        Args:
-            delta: Consolidated Z-set: the view's columns plus ``_weight`` (long).
-            key: The view's unique key, or None when rows have multiplicities.
-            frontier: The source versions the table reflects after this commit.
-            engine: The engine that computed the rows (``local``, ``spark``), recorded
-                in the commit (:data:`sinks.frontier.ENGINE_KEY`).
-
-        Raises:
-            SinkError: The commit failed or the table moved; the table is unchanged.
-        """
+        table, commit = self._base_table(), self._commit(frontier, engine)
+        if isinstance(delta, pa.Table):
+            delta_rs.apply(table, self.uri, delta, key, commit, self.storage_options)
+            return
         from sinks import delta_spark
 
-        table, commit = self._base_table(), self._commit(frontier, engine)
         delta_spark.apply(self._session(), self.uri, table.version() if table else None, delta,
                           key, commit, self._latest_version)
         self._require_landed(commit)
 
-    def replace(self, rows: DataFrame, frontier: Frontier, engine: str | None = None) -> None:
-        """Replace the table's content by ``rows`` (Spark) in one commit (full refresh).
+    def replace(self, rows: pa.Table | DataFrame, frontier: Frontier, engine: str | None = None
+                ) -> None:
+        """Replace the table's content by ``rows`` in one commit (full refresh).
+
+        In Arrow: by delta-rs; a DataFrame: by delta-spark from the executors.
 
         Raises:
             SinkError: The commit failed; the table is unchanged.
         """
+        commit = self._commit(frontier, engine)
+        if isinstance(rows, pa.Table):
+            delta_rs.write(self._base_table() or self.uri, rows, "overwrite", commit,
+                           self.storage_options)
+            return
         from sinks import delta_spark
 
-        commit = self._commit(frontier, engine)
         delta_spark.write(self.uri, rows, "overwrite", commit)
         self._require_landed(commit)
 

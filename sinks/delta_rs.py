@@ -1,6 +1,7 @@
 """The in-process Delta writer: a view delta held in Arrow, committed with delta-rs.
 
-Used when the tick computed the delta on the driver (:meth:`sinks.delta.DeltaSink.apply_arrow`).
+Used when the tick computed the delta on the driver (:meth:`sinks.delta.DeltaSink.apply` of
+Arrow rows).
 A delta is appended (inserts only) or applied in one ``MERGE`` whose source marks every
 changed key or row ``delete`` and every row to insert ``insert`` (:mod:`sinks.merge_source`,
 built here in Arrow and DuckDB).

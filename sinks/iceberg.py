@@ -5,17 +5,17 @@ Every commit is one Iceberg snapshot whose summary carries the new frontier
 (:data:`sinks.refresh_state.REFRESH_STATE_KEY`), so data and freshness land atomically; the
 same commit sets them as table properties.
 
-Two paths:
+One interface, :meth:`IcebergSink.apply` (a view delta) and :meth:`IcebergSink.replace`
+(a view's content), takes rows from either engine; where they are held picks the writer:
 
-- Arrow (:meth:`IcebergSink.apply_arrow`, :meth:`IcebergSink.replace_arrow`), the default:
-  pyiceberg writes the files and commits ONE catalog commit, which requires ``main`` to
-  still be the snapshot :meth:`IcebergSink.frontier` read. Copy-on-write: only the data
-  files holding deleted rows are read and rewritten (:mod:`sinks.iceberg_rewrite`). The
-  delta, and the files it touches, must fit in the driver's memory.
-- Spark, for deltas too large to collect: a Spark ``MERGE``/write on a refresh branch
-  published to ``main`` under the same requirement (:mod:`sinks.iceberg_spark`); three
-  catalog commits. :meth:`IcebergSink.apply` and :meth:`IcebergSink.replace` take a
-  DataFrame and use the Arrow path when it has at most ``arrow_max_rows`` rows.
+- Arrow (rows computed on the driver, or a DataFrame of at most ``arrow_max_rows`` rows,
+  collected): pyiceberg writes the files and commits ONE catalog commit, which requires
+  ``main`` to still be the snapshot :meth:`IcebergSink.frontier` read. Copy-on-write: only
+  the data files holding deleted rows are read and rewritten (:mod:`sinks.iceberg_rewrite`).
+  The delta, and the files it touches, must fit in the driver's memory.
+- Spark (a larger DataFrame, or any with ``arrow_max_rows`` 0, engine ``spark``): a Spark
+  ``MERGE``/write from the executors on a refresh branch, published to ``main`` under the
+  same requirement (:mod:`sinks.iceberg_spark`); three catalog commits.
 
 A compaction of the table (Spark's ``rewrite_data_files``: :mod:`lakehouse.maintenance`,
 or any other writer's) commits a ``replace`` snapshot, which moves rows between files
@@ -155,18 +155,20 @@ class IcebergSink:
         if self._base is not None:
             self._base = _Base(table, self._base.snapshot_id)
 
-    def apply_arrow(self, delta: pa.Table, key: Sequence[str] | None, frontier: Frontier,
-                    engine: str | None = None) -> None:
-        """Apply a view delta in one snapshot and one catalog commit carrying ``frontier``.
+    def apply(self, delta: pa.Table | DataFrame, key: Sequence[str] | None,
+              frontier: Frontier, engine: str | None = None) -> None:
+        """Apply a view delta in one snapshot carrying ``frontier``.
 
         Keyed views: every row whose key equals a delta row's key (NULL equals NULL) is
         deleted and the +1 rows are inserted. Multiset views: a row of weight -w deletes
         w copies, a row of weight +w inserts w copies. An empty delta still commits (an
-        empty snapshot that advances the frontier).
+        empty snapshot that advances the frontier). In Arrow, or a DataFrame of at most
+        ``arrow_max_rows`` rows: one pyiceberg commit; a larger DataFrame: a Spark
+        ``MERGE`` on a refresh branch, published if ``main`` did not move.
 
         Args:
-            delta: Consolidated Z-set as Arrow: the view's columns plus ``_weight`` (int64),
-                e.g. Spark's ``DataFrame.toArrow()``; types are cast to the table's.
+            delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64), as an
+                Arrow table or a DataFrame; types are cast to the table's.
             key: The view's unique key, or None when rows have multiplicities.
             frontier: The source versions the table reflects after this commit.
             engine: The engine that computed the rows (``local``, ``spark``), recorded
@@ -176,6 +178,12 @@ class IcebergSink:
             SinkError: Another refresh committed since :meth:`frontier`, the delta does not
                 fit the table's schema, or the commit failed; the table is unchanged.
         """
+        if not isinstance(delta, pa.Table):
+            collected = self._collected(delta)
+            if collected is None:
+                self._spark_writer().apply(delta, key, self._properties(frontier, engine))
+                return
+            delta = collected
         table = self._commit_base()
         data = conformed(delta.drop_columns([WEIGHT]), table.schema(), self.identifier)
         data = data.append_column(WEIGHT, delta[WEIGHT].cast(pa.int64()))
@@ -188,19 +196,29 @@ class IcebergSink:
             return Rewrite([], writer.write(expanded(data)), 0)
         self._commit(table, writer, stage, self._properties(frontier, engine))
 
-    def replace_arrow(self, rows: pa.Table, frontier: Frontier, engine: str | None = None
-                      ) -> None:
+    def replace(self, rows: pa.Table | DataFrame, frontier: Frontier, engine: str | None = None
+                ) -> None:
         """Replace the table's content by ``rows`` in one snapshot (full refresh).
 
+        Arrow, or a DataFrame of at most ``arrow_max_rows`` rows: one pyiceberg commit; a
+        larger DataFrame: a Spark overwrite on a refresh branch, published as by
+        :meth:`apply`.
+
         Args:
-            rows: The view's columns (cast to the table's types).
+            rows: The view's columns (cast to the table's types), in Arrow or Spark.
             frontier: The source versions the table reflects after this commit.
             engine: The engine that computed the rows (``local``, ``spark``), recorded
                 in the commit (:data:`sinks.frontier.ENGINE_KEY`).
 
         Raises:
-            SinkError: As :meth:`apply_arrow`.
+            SinkError: As :meth:`apply`.
         """
+        if not isinstance(rows, pa.Table):
+            collected = self._collected(rows)
+            if collected is None:
+                self._spark_writer().replace(rows, self._properties(frontier, engine))
+                return
+            rows = collected
         table = self._commit_base()
         data = conformed(rows, table.schema(), self.identifier)
         writer = DataFileWriter(table)
@@ -282,42 +300,9 @@ class IcebergSink:
         state = self.refresh_states.state(frontier, self._started_ms)
         return freshness_properties(frontier, state, engine)
 
-    def apply(self, delta: DataFrame, key: Sequence[str] | None, frontier: Frontier,
-              engine: str | None = None) -> None:
-        """Apply a view delta given as a DataFrame in one snapshot carrying ``frontier``.
-
-        Up to ``arrow_max_rows`` rows: collected and applied by :meth:`apply_arrow`. Larger:
-        a Spark ``MERGE`` on a refresh branch, published if ``main`` did not move.
-
-        Args:
-            delta: Consolidated Z-set: the view's columns plus ``_weight`` (int64).
-            key: The view's unique key, or None when rows have multiplicities.
-            frontier: The source versions the table reflects after this commit.
-            engine: As for :meth:`apply_arrow`.
-
-        Raises:
-            SinkError: The commit failed, or another refresh committed first; the table
-                is unchanged.
-        """
-        collected = collect_arrow(delta, self.arrow_max_rows) if self.arrow_max_rows else None
-        if collected is not None:
-            self.apply_arrow(collected, key, frontier, engine)
-            return
-        self._spark_writer().apply(delta, key, self._properties(frontier, engine))
-
-    def replace(self, rows: DataFrame, frontier: Frontier, engine: str | None = None) -> None:
-        """Replace the table's content by ``rows`` in one snapshot (full refresh).
-
-        Up to ``arrow_max_rows`` rows by :meth:`replace_arrow`, else by a Spark overwrite.
-
-        Raises:
-            SinkError: As :meth:`apply`.
-        """
-        collected = collect_arrow(rows, self.arrow_max_rows) if self.arrow_max_rows else None
-        if collected is not None:
-            self.replace_arrow(collected, frontier, engine)
-            return
-        self._spark_writer().replace(rows, self._properties(frontier, engine))
+    def _collected(self, rows: DataFrame) -> pa.Table | None:
+        """``rows`` in Arrow when they are at most ``arrow_max_rows`` (0: never), else None."""
+        return collect_arrow(rows, self.arrow_max_rows) if self.arrow_max_rows else None
 
     def _spark_writer(self) -> SparkWriter:
         return SparkWriter(self.spark, self.catalog, self._catalog_name, self.identifier,

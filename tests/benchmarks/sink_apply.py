@@ -93,7 +93,7 @@ def _run_path(spark: SparkSession, catalog: RestCatalog, path: str, keyed: bool,
     sink = IcebergSink(spark, catalog, "lakehouse", identifier)
     sink.frontier()
     sink.ensure_table(_table_rows(spark, 0).schema)
-    sink.replace_arrow(to_arrow(_table_rows(spark, args.rows)), {"s": 0})
+    sink.replace(to_arrow(_table_rows(spark, args.rows)), {"s": 0})
     times, collects = [], []
     for round_ in range(args.repeats + 1):
         delta = _delta(spark, args.delta, args.rows, round_, keyed).cache()
@@ -132,7 +132,7 @@ def _one_refresh(spark: SparkSession, catalog: RestCatalog, identifier: str, pat
     def apply() -> None:
         sink.frontier()
         sink.ensure_table(delta.drop("_weight").schema)
-        sink.apply_arrow(arrow, key, frontier)
+        sink.apply(arrow, key, frontier)
     return _timed(apply), collect_s
 
 

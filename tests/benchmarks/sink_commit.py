@@ -101,7 +101,7 @@ def _iceberg_refresh(catalog: RestCatalog, identifier: str, delta: pa.Table, rou
     requests_by_step: dict[str, list[str]] = {}
     for name, fn in (("frontier", sink.frontier),
                      ("ensure_table", lambda: sink.ensure_table(SCHEMA)),
-                     ("apply", lambda: sink.apply_arrow(delta, key, {"s": round_}))):
+                     ("apply", lambda: sink.apply(delta, key, {"s": round_}))):
         _timed(steps, name, fn)
         if log is not None:
             requests_by_step[name] = log.take()
@@ -115,7 +115,7 @@ def _delta_refresh(uri: str, delta: pa.Table, round_: int, key: list[str]) -> di
     sink = DeltaSink(uri, app_id="lakehouse:bench")
     steps: dict[str, Any] = {}
     _timed(steps, "frontier", sink.frontier)
-    _timed(steps, "apply", lambda: sink.apply_arrow(delta, key, {"s": round_}))
+    _timed(steps, "apply", lambda: sink.apply(delta, key, {"s": round_}))
     steps["total"] = sum(steps.values())
     return steps
 
@@ -182,8 +182,8 @@ def main() -> None:
         first = IcebergSink(NO_SPARK, catalog, "lakehouse", identifier)
         first.frontier()
         first.ensure_table(SCHEMA)
-        first.replace_arrow(_content(args.rows), {"s": 0})
-        DeltaSink(uri, app_id="lakehouse:bench").replace_arrow(_content(args.rows), {"s": 0})
+        first.replace(_content(args.rows), {"s": 0})
+        DeltaSink(uri, app_id="lakehouse:bench").replace(_content(args.rows), {"s": 0})
         for round_ in range(1, args.history + 1):
             delta = _delta(args.delta, args.rows, round_)
             _iceberg_refresh(catalog, identifier, delta, round_, key)

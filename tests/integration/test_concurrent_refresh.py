@@ -52,16 +52,16 @@ def test_iceberg_arrow_commit_from_a_stale_frontier_is_refused(
     first = sink()
     assert first.frontier() is None
     first.ensure_table(pa.schema([("k", pa.string()), ("v", pa.int32())]))
-    first.replace_arrow(pa.table({"k": ["a", "b"], "v": pa.array([1, 2], pa.int32())}), {"s": 1})
+    first.replace(pa.table({"k": ["a", "b"], "v": pa.array([1, 2], pa.int32())}), {"s": 1})
     winner, loser = sink(), sink()
     assert winner.frontier() == loser.frontier() == {"s": 1}
     delta = pa.table({"k": ["b", "c"], "v": pa.array([2, 3], pa.int32()),
                       "_weight": pa.array([-1, 1], pa.int64())})
-    winner.apply_arrow(delta, key, {"s": 2})
+    winner.apply(delta, key, {"s": 2})
     table = rest_catalog.load_table(identifier)
     files = _data_files(table.location())
     with pytest.raises(SinkError, match="committed first"):
-        loser.apply_arrow(delta, key, {"s": 2})
+        loser.apply(delta, key, {"s": 2})
     assert _data_files(table.location()) == files  # the loser's data files were removed
     table = rest_catalog.load_table(identifier)
     assert _rows(table) == Counter({("a", 1): 1, ("c", 3): 1})
@@ -85,9 +85,9 @@ def test_iceberg_arrow_commit_on_a_table_that_allowed_retries_is_refused_too(
     assert winner.frontier() == loser.frontier() == {"s": 1}
     delta = pa.table({"k": ["b"], "v": pa.array([2], pa.int32()),
                       "_weight": pa.array([1], pa.int64())})
-    winner.apply_arrow(delta, None, {"s": 2})
+    winner.apply(delta, None, {"s": 2})
     with pytest.raises(SinkError, match="committed first"):
-        loser.apply_arrow(delta, None, {"s": 2})
+        loser.apply(delta, None, {"s": 2})
     table = rest_catalog.load_table(identifier)
     assert _rows(table) == Counter({("a", 1): 1, ("b", 2): 1})
     assert table.properties.items() >= NO_RETRIES.items()
@@ -125,13 +125,13 @@ def test_delta_commit_from_a_stale_frontier_is_refused(tmp_path: Path) -> None:
     def sink() -> DeltaSink:
         return DeltaSink(uri, app_id="lakehouse:ns.v")
 
-    sink().replace_arrow(pa.table({"k": ["a"], "v": [1]}), {"s": 1})
+    sink().replace(pa.table({"k": ["a"], "v": [1]}), {"s": 1})
     winner, loser = sink(), sink()
     assert winner.frontier() == loser.frontier() == {"s": 1}
     delta = pa.table({"k": ["b"], "v": [2], "_weight": pa.array([2], pa.int64())})
-    winner.apply_arrow(delta, None, {"s": 2})
+    winner.apply(delta, None, {"s": 2})
     with pytest.raises(SinkError):
-        loser.apply_arrow(delta, None, {"s": 2})
+        loser.apply(delta, None, {"s": 2})
     rows = Counter(tuple(r.values()) for r in DeltaTable(uri).to_pyarrow_table().to_pylist())
     assert rows == Counter({("a", 1): 1, ("b", 2): 2})
     assert sink().frontier() == {"s": 2}

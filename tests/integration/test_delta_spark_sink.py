@@ -91,7 +91,7 @@ def test_a_replayed_spark_commit_is_skipped_by_delta(spark: SparkSession, tmp_pa
 def test_delta_rs_and_spark_commits_interleave_on_one_table(
         spark: SparkSession, tmp_path: Path) -> None:
     uri = str(tmp_path / "v")
-    _sink(uri, spark).replace_arrow(pa.table({"k": pa.array([1, 2], pa.int64()),
+    _sink(uri, spark).replace(pa.table({"k": pa.array([1, 2], pa.int64()),
                                               "n": pa.array([1, 2], pa.int64())}), {"s": 1})
     steps = [("spark", [(1, 1, -1), (1, 5, 1)]), ("arrow", [(2, 2, -1), (4, 4, 1)]),
              ("spark", [(5, 5, 1), (4, 4, -1)]), ("arrow", [(1, 5, -1), (6, 6, 2)])]
@@ -100,7 +100,7 @@ def test_delta_rs_and_spark_commits_interleave_on_one_table(
         if writer == "spark":
             sink.apply(_frame(spark, rows), None, {"s": s})
         else:
-            sink.apply_arrow(_arrow(rows), None, {"s": s})
+            sink.apply(_arrow(rows), None, {"s": s})
     expected = Counter({(5, 5): 1, (6, 6): 2})
     assert _readers(spark, uri) == {"delta-rs": expected, "duckdb": expected, "spark": expected}
     table = DeltaTable(uri)

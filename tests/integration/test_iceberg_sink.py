@@ -86,7 +86,7 @@ def _apply(sink: IcebergSink, spark: SparkSession, delta: Sequence[tuple[Row, in
            key: Sequence[str] | None, frontier: dict[str, int]) -> None:
     assert sink.frontier() is not None
     rows, weights = zip(*delta, strict=True)
-    sink.apply_arrow(_arrow(spark, rows, weights), key, frontier)
+    sink.apply(_arrow(spark, rows, weights), key, frontier)
 
 
 def _assert_reads(spark: SparkSession, catalog: RestCatalog, identifier: str,
@@ -100,7 +100,7 @@ def _load(spark: SparkSession, catalog: RestCatalog, identifier: str,
     sink = _sink(spark, catalog, identifier)
     assert sink.frontier() is None
     sink.ensure_table(spark_frame(spark, [], SCHEMA).schema)
-    sink.replace_arrow(_arrow(spark, rows), {"s": 1})
+    sink.replace(_arrow(spark, rows), {"s": 1})
     return sink
 
 
@@ -210,7 +210,7 @@ def test_empty_delta_commits_a_snapshot_that_advances_the_frontier(
     identifier = f"{catalog_namespace}.empty"
     sink = _load(spark, rest_catalog, identifier, [_row(1)])
     assert sink.frontier() == {"s": 1}
-    sink.apply_arrow(_arrow(spark, [], []), ["k"], {"s": 2})
+    sink.apply(_arrow(spark, [], []), ["k"], {"s": 2})
     assert _sink(spark, rest_catalog, identifier).frontier() == {"s": 2}
     assert _pyiceberg_rows(rest_catalog, identifier) == Counter([_row(1)])
 
@@ -285,7 +285,7 @@ def test_small_refreshes_keep_the_data_files_and_manifest_list_from_growing(
         rows = [dict(zip(schema.names, (*row, weight), strict=True)) for row, weight in delta]
         sink = _sink(spark, rest_catalog, identifier)
         assert sink.frontier() == {"s": round_ + 1}
-        sink.apply_arrow(pa.Table.from_pylist(rows, schema), ["k", "n"], {"s": round_ + 2})
+        sink.apply(pa.Table.from_pylist(rows, schema), ["k", "n"], {"s": round_ + 2})
         table = _expected(table, delta, key=True)
     current = rest_catalog.load_table(identifier)
     snapshot = current.current_snapshot()

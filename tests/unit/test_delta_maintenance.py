@@ -66,10 +66,10 @@ def test_delta_compaction_and_vacuum_keep_the_frontier_and_the_next_commit(
     uri = str(tmp_path / "v")
     sink = DeltaSink(uri, app_id="lakehouse:v")
     sink.frontier()
-    sink.replace_arrow(pa.table({"k": pa.array([0], pa.int64())}), {"s": 0})
+    sink.replace(pa.table({"k": pa.array([0], pa.int64())}), {"s": 0})
     for version in range(1, 6):
         sink.frontier()
-        sink.apply_arrow(pa.table({"k": pa.array([version], pa.int64()),
+        sink.apply(pa.table({"k": pa.array([version], pa.int64()),
                                    "_weight": pa.array([1], pa.int64())}), None, {"s": version})
     rows = _rows(uri)
     settings = MaintenanceConfig(retain_for="0s", keep_snapshots=1, compact_min_files=4)
@@ -84,7 +84,7 @@ def test_delta_compaction_and_vacuum_keep_the_frontier_and_the_next_commit(
     assert _rows(uri) == rows
     assert DeltaSink(uri, app_id="lakehouse:v").frontier() == {"s": 5}
     sink.frontier()  # the next refresh commits on the vacuumed version
-    sink.apply_arrow(pa.table({"k": pa.array([9], pa.int64()),
+    sink.apply(pa.table({"k": pa.array([9], pa.int64()),
                                "_weight": pa.array([1], pa.int64())}), None, {"s": 6})
     assert sink.frontier() == {"s": 6} and _rows(uri) == rows + Counter({(9,): 1})
     transactions = DeltaTable(uri).transaction_version("lakehouse:v")

@@ -28,20 +28,20 @@ def _delta(k: list, n: list, w: list[int]) -> pa.Table:
 def test_multiset_delta_on_a_column_named_n_removes_one_copy(tmp_path: Path) -> None:
     uri = str(tmp_path / "v")
     sink = DeltaSink(uri, app_id="lakehouse:v")
-    sink.replace_arrow(pa.table({"k": pa.array([1, 1, 1, None], pa.int64()),
+    sink.replace(pa.table({"k": pa.array([1, 1, 1, None], pa.int64()),
                            "n": pa.array([7, 7, 7, None], pa.int64())}), {"s": 1})
     assert sink.frontier() == {"s": 1}
-    sink.apply_arrow(_delta([1, None, 2], [7, None, 3], [-1, -1, 2]), None, {"s": 2})
+    sink.apply(_delta([1, None, 2], [7, None, 3], [-1, -1, 2]), None, {"s": 2})
     assert _rows(uri) == Counter({(1, 7): 2, (2, 3): 2})
 
 
 def test_keyed_delta_and_refresh_state_in_commit_info(tmp_path: Path) -> None:
     uri = str(tmp_path / "v")
     sink = DeltaSink(uri, app_id="lakehouse:v")
-    sink.replace_arrow(pa.table({"k": pa.array([1, 2, None], pa.int64()),
+    sink.replace(pa.table({"k": pa.array([1, 2, None], pa.int64()),
                            "n": pa.array([10, 20, 30], pa.int64())}), {"s": 1})
     assert sink.frontier() == {"s": 1}
-    sink.apply_arrow(_delta([1, 1, None], [10, 11, 31], [-1, 1, 1]), ["k"], {"s": 2})
+    sink.apply(_delta([1, 1, None], [10, 11, 31], [-1, 1, 1]), ["k"], {"s": 2})
     assert _rows(uri) == Counter({(1, 11): 1, (2, 20): 1, (None, 31): 1})
     (commit,) = DeltaTable(uri).history(1)
     assert commit_frontier(commit) == {"s": 2}
@@ -58,7 +58,7 @@ def test_app_transaction_version_is_the_commit_version_plus_one_and_strictly_inc
     seen = []
     sink = DeltaSink(uri, app_id="lakehouse:v")
     assert sink.frontier() is None
-    sink.replace_arrow(pa.table({"k": pa.array([1], pa.int64()), "n": pa.array([1], pa.int64())}),
+    sink.replace(pa.table({"k": pa.array([1], pa.int64()), "n": pa.array([1], pa.int64())}),
                  {"s": 1})
     deltas = [(_delta([2], [2], [1]), None), (_delta([1, 1], [1, 5], [-1, 1]), ["k"]),
               (_delta([2], [2], [-1]), None), (_delta([], [], []), ["k"])]
@@ -68,7 +68,7 @@ def test_app_transaction_version_is_the_commit_version_plus_one_and_strictly_inc
         assert seen[-1] == table.version() + 1
         sink = DeltaSink(uri, app_id="lakehouse:v")
         assert sink.frontier() == {"s": round_}
-        sink.apply_arrow(delta, key, {"s": round_ + 1})
+        sink.apply(delta, key, {"s": round_ + 1})
     seen.append(DeltaTable(uri).transaction_version("lakehouse:v"))
     assert seen == [1, 2, 3, 4, 5]
     assert _rows(uri) == Counter({(1, 5): 1})
@@ -86,19 +86,19 @@ def test_app_transaction_version_continues_above_versions_counted_by_refreshes(
                             app_transactions=[Transaction(app_id="lakehouse:v", version=count)]))
     sink = DeltaSink(uri, app_id="lakehouse:v")
     sink.frontier()
-    sink.apply_arrow(_delta([3], [3], [1]), ["k"], {"s": 3})
+    sink.apply(_delta([3], [3], [1]), ["k"], {"s": 3})
     assert DeltaTable(uri).transaction_version("lakehouse:v") == 3
 
 
 def test_keyed_merge_from_a_stale_base_is_refused(tmp_path: Path) -> None:
     uri = str(tmp_path / "v")
-    DeltaSink(uri, app_id="lakehouse:v").replace_arrow(
+    DeltaSink(uri, app_id="lakehouse:v").replace(
         pa.table({"k": pa.array([1], pa.int64()), "n": pa.array([1], pa.int64())}), {"s": 1})
     winner, loser = DeltaSink(uri, app_id="lakehouse:v"), DeltaSink(uri, app_id="lakehouse:v")
     assert winner.frontier() == loser.frontier() == {"s": 1}
-    winner.apply_arrow(_delta([1, 1], [1, 2], [-1, 1]), ["k"], {"s": 2})
+    winner.apply(_delta([1, 1], [1, 2], [-1, 1]), ["k"], {"s": 2})
     with pytest.raises(SinkError):
-        loser.apply_arrow(_delta([1, 1], [1, 3], [-1, 1]), ["k"], {"s": 2})
+        loser.apply(_delta([1, 1], [1, 3], [-1, 1]), ["k"], {"s": 2})
     assert _rows(uri) == Counter({(1, 2): 1})
     table = DeltaTable(uri)
     assert table.version() == 1 and table.transaction_version("lakehouse:v") == 2
@@ -110,10 +110,10 @@ def test_a_table_created_from_non_null_columns_takes_keyed_merges(tmp_path: Path
     NULL in every non-key column."""
     uri = str(tmp_path / "v")
     schema = pa.schema([pa.field("k", pa.int64()), pa.field("n", pa.int64(), nullable=False)])
-    DeltaSink(uri, app_id="lakehouse:v").replace_arrow(
+    DeltaSink(uri, app_id="lakehouse:v").replace(
         pa.table({"k": [1, 2], "n": [10, 20]}, schema=schema), {"s": 1})
     assert all(field.nullable for field in DeltaTable(uri).schema().fields)
     sink = DeltaSink(uri, app_id="lakehouse:v")
     sink.frontier()
-    sink.apply_arrow(_delta([1, 1], [10, 11], [-1, 1]), ["k"], {"s": 2})
+    sink.apply(_delta([1, 1], [10, 11], [-1, 1]), ["k"], {"s": 2})
     assert _rows(uri) == Counter({(1, 11): 1, (2, 20): 1})
