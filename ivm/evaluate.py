@@ -29,7 +29,7 @@ from ivm.aggregate_form import (
     exact_type,
     state_output,
 )
-from ivm.aggregate_state import AggregateState, advance, check_sums
+from ivm.aggregate_state import AggregateState, advance, check_sums, engine_of
 from ivm.change_keys import arrow_keys, spark_keys
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.engine_rule import Engine, local_refusal, plain_block, recomputed_block
@@ -59,7 +59,7 @@ from ivm.shape import (
     outer_join,
 )
 from ivm.spark_arrow import to_arrow
-from ivm.state_local import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS, LOCAL_STATE_ENGINE
+from ivm.state_local import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.state_spark import SPARK_STATE_ENGINE, build
 from ivm.top_k_state import TopKState, fill, order, view_rows
 from ivm.top_k_state import advance as advance_top_k
@@ -253,8 +253,9 @@ def _maintain_invertible(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, Sou
         reason, state = on_driver, _build(scope, form, "old", 0)  # the state moves to Spark
         assert state is not None, "its arguments were typed exact when it was built"
     schema = _as_written(scope, plan).schema
-    change = SPARK_STATE_ENGINE.partial(form, _delta(scope, form.rows()), state.arg_types)
-    advanced = advance(SPARK_STATE_ENGINE, form, state.arg_types, state.held, change)
+    engine = engine_of(state.held)
+    change = engine.partial(form, _delta(scope, form.rows()), state.arg_types)
+    advanced = advance(engine, form, state.arg_types, state.held, change)
     assert not isinstance(advanced, str), "Spark adds sums as Spark does"
     sides = [with_weight(_output(scope, form, state.arg_types, rows, schema), weight)
              for rows, weight in ((advanced.after, 1), (advanced.before, -1))]
@@ -737,7 +738,7 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     if isinstance(computed, str):
         return f"the aggregate state's sums, on Spark: {computed}"
     change, engine, reason = computed
-    advanced = advance(LOCAL_STATE_ENGINE, form, state.arg_types, state.table, change)
+    advanced = advance(engine_of(state.table), form, state.arg_types, state.table, change)
     if isinstance(advanced, str):
         return f"the aggregate state's sums, on Spark: {advanced}"
     rows = driver_output.delta_rows(form, outputs, state.arg_types, advanced.before,
@@ -771,7 +772,7 @@ def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: Aggre
     if isinstance(change_rows, str):
         change = to_arrow(SPARK_STATE_ENGINE.partial(form, _delta(scope, form.rows()),
                                                      state.arg_types))
-        check_sums(LOCAL_STATE_ENGINE, form, state.arg_types, change)  # Spark's NULL sums
+        check_sums(engine_of(change), form, state.arg_types, change)  # Spark's NULL sums
         return change, "spark", change_rows
     local = _rows_on_driver(scope, form.rows(), state)
     engine: Engine = "local"
@@ -779,7 +780,7 @@ def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: Aggre
               "on the driver")
     if isinstance(local, str):  # Spark evaluates the block; the change is small
         engine, reason, local = "spark", local, to_arrow(_delta(scope, form.rows()))
-    change = LOCAL_STATE_ENGINE.partial(form, local, state.arg_types)
+    change = engine_of(local).partial(form, local, state.arg_types)
     return change if isinstance(change, str) else (change, engine, reason)
 
 
