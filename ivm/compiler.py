@@ -120,13 +120,13 @@ def _top_k_plan(view: str, split: TopKQuery, query: exp.Query, original: exp.Que
     reason = unordered or inner.reason
     if reason is not None:
         root = PlanNode("top-k", detail, Law.FULL_RECOMPUTE, reason=reason,
-                        children=(inner.root,))
+                        children=(inner.root,), query=query)
         return ViewPlan(view, query.sql("spark"), inner.sources, split.outputs, chosen, root,
                         reason, query, original)
     rows = buffer_rows(split.limit)
     root = PlanNode("top-k", detail, Law.TOP_K, key=chosen, children=(inner.root,), state=(
         f"buffer of the best {rows:,} rows of the inner query (K = {split.limit:,}); "
-        "refilled from the sources only when deletions leave fewer than K",))
+        "refilled from the sources only when deletions leave fewer than K",), query=query)
     return ViewPlan(view, query.sql("spark"), inner.sources, split.outputs, chosen, root, None,
                     query, original,
                     TopKPlan(inner, split.outputs, split.order, split.limit, rows))
@@ -255,7 +255,8 @@ def _scan_nodes(query: exp.Select, source_keys: SourceKeys) -> tuple[PlanNode, .
                          for table in item.find_all(exp.Table))
         elif isinstance(item, exp.Subquery):
             nodes.append(PlanNode("derived table", item.alias_or_name, Law.LINEAR, key=key,
-                                  children=(_tree(item.this, key, source_keys),)))
+                                  children=(_tree(item.this, key, source_keys),),
+                                  query=item.this))
         else:
             nodes.append(PlanNode("scan", item.sql("spark"), Law.CHANGE_FEED, key=key,
                                   state=(f"{item.name} change feed",)))
@@ -268,7 +269,7 @@ def _full_node(query: exp.Query, found: tuple[str, str]) -> PlanNode:
     return PlanNode(
         "query", fragment, Law.FULL_RECOMPUTE, reason=reason,
         state=tuple(f"{name}@new" for name in _sources(query)),
-        children=tuple(node for b in branches for node in _scan_nodes(b, {})),
+        children=tuple(node for b in branches for node in _scan_nodes(b, {})), query=query,
     )
 
 
@@ -278,16 +279,17 @@ def _tree(query: exp.Query, key: tuple[str, ...] | None, source_keys: SourceKeys
                          for q in (query.left, query.right))
         operator = query.key.lower() + (" all" if query.args.get("distinct") is False else "")
         if is_union_all(query):
-            return PlanNode("union all", "UNION ALL", Law.LINEAR, children=children)
+            return PlanNode("union all", "UNION ALL", Law.LINEAR, children=children,
+                            query=query)
         state = tuple(f"{n}@{v} for affected rows" for n in _sources(query) for v in ("old", "new"))
         return PlanNode(operator, operator.upper(), Law.AFFECTED_KEY_RECOMPUTE, key=key,
-                        state=state, children=children)
+                        state=state, children=children, query=query)
     assert isinstance(query, exp.Select)
     node = _join_node(query, source_keys)
     where = query.args.get("where")
     if where is not None:
         node = PlanNode("filter", where.this.sql("spark"), Law.LINEAR, children=(node,),
-                        key=block_key(query, source_keys, with_where=True))
+                        key=block_key(query, source_keys, with_where=True), query=query)
     return _top_node(query, node, key)
 
 
@@ -305,17 +307,18 @@ def _join_node(query: exp.Select, source_keys: SourceKeys) -> PlanNode:
         state = tuple(f"{t.name}@{v} for affected join keys ({keys})" for t in tables
                       for v in ("old", "new"))
         return PlanNode(f"{outer.side.lower()} outer join", conditions,
-                        Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state, children=scans)
+                        Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state, children=scans,
+                        query=query)
     state = tuple(f"{t.name}@{v}" for t in tables for v in ("old", "new"))
     return PlanNode("join", conditions, Law.BILINEAR_JOIN, key=key, state=state,
-                    children=scans)
+                    children=scans, query=query)
 
 
 def _top_node(query: exp.Select, node: PlanNode, key: tuple[str, ...] | None) -> PlanNode:
     outputs = ", ".join(p.sql("spark") for p in query.selects)
     keys = key_expressions(query)
     if keys is None:
-        return PlanNode("project", outputs, Law.LINEAR, key=key, children=(node,))
+        return PlanNode("project", outputs, Law.LINEAR, key=key, children=(node,), query=query)
     tables = block_tables(query)
     state = tuple(f"{t.name}@{v} for affected keys" for t in tables for v in ("old", "new"))
     listed = ", ".join(k.sql("spark") for k in keys) or "()"
@@ -326,14 +329,16 @@ def _top_node(query: exp.Select, node: PlanNode, key: tuple[str, ...] | None) ->
         ranged = tuple(f"{t.name}@{v} for the affected range of ranks" for t in tables
                        for v in ("old", "new"))
         return PlanNode("window", f"ORDER BY {ordered}: {outputs}",
-                        Law.AFFECTED_RANGE_RECOMPUTE, key=key, state=ranged, children=(node,))
+                        Law.AFFECTED_RANGE_RECOMPUTE, key=key, state=ranged, children=(node,),
+                        query=query)
     if windows(query):
         return PlanNode("window", f"PARTITION BY {listed}: {outputs}",
-                        Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state, children=(node,))
+                        Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state, children=(node,),
+                        query=query)
     having = query.args.get("having")
     detail = f"GROUP BY {listed}: {outputs}" + (f" {having.sql('spark')}" if having else "")
     return PlanNode("aggregate", detail, Law.AFFECTED_KEY_RECOMPUTE, key=key, state=state,
-                    children=(node,))
+                    children=(node,), query=query)
 
 
 @lru_cache(maxsize=256)

@@ -43,7 +43,7 @@ def plain_block(plan: ViewPlan) -> exp.Select | None:
     :data:`Law.BILINEAR_JOIN` laws), with no state: no grouping, DISTINCT, window or
     outer join. None for any other view.
     """
-    query = plan.query
+    query = plan.root.query
     if plan.root.operator != "project" or not isinstance(query, exp.Select):
         return None
     if key_expressions(query) is not None or outer_join(query) is not None:
@@ -59,9 +59,11 @@ def recomputed_block(plan: ViewPlan) -> GroupedBlock | str | None:
     Returns:
         The split, or why the local engine cannot take it; None for any other view.
     """
-    if plan.root.law != Law.AFFECTED_KEY_RECOMPUTE or plan.root.operator != "aggregate":
+    root = plan.root
+    if root.law != Law.AFFECTED_KEY_RECOMPUTE or root.operator != "aggregate" \
+            or not isinstance(root.query, exp.Select):
         return None
-    return grouped_block(plan.query)
+    return grouped_block(root.query)
 
 
 def local_refusal(plan: ViewPlan) -> str | None:
@@ -82,7 +84,9 @@ def local_refusal(plan: ViewPlan) -> str | None:
     grouped = recomputed_block(plan)
     if grouped is not None:
         return grouped if isinstance(grouped, str) else None
-    form = aggregate_form(plan.query) if plan.root.law == Law.INVERTIBLE_AGGREGATE else None
+    root = plan.root
+    form = (aggregate_form(root.query)
+            if root.law == Law.INVERTIBLE_AGGREGATE and root.query is not None else None)
     if form is None:
         return (f"only filters, projections, inner joins and aggregates over them run "
                 f"locally yet (this view's top node: {plan.root.operator}, {plan.root.law})")

@@ -1,19 +1,23 @@
-"""Evaluate a view plan on Spark: the view's delta, or a full recompute."""
+"""Evaluate a view plan: the view's delta at a tick, or a full recompute.
+
+The plan's tree runs on Spark by :mod:`ivm.execute`, node by node; the local engine takes
+a tick the plan and its sizes allow (:mod:`ivm.engine_rule`); an aggregate maintained by
+the invertible law advances its state on the engine that holds it
+(:mod:`ivm.aggregate_state`).
+"""
 
 from __future__ import annotations
 
-import re
 import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property, partial
-from itertools import count
 
 import pyarrow as pa
 from cachetools import LRUCache
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
@@ -30,42 +34,21 @@ from ivm.aggregate_form import (
     state_output,
 )
 from ivm.aggregate_state import AggregateState, advance, check_sums, engine_of
-from ivm.change_keys import arrow_keys, spark_keys
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.engine_rule import Engine, local_refusal, plain_block, recomputed_block
 from ivm.errors import IvmError, NotIncrementalError, SumOverflowError
-from ivm.key_ranges import join_columns, restricted
+from ivm.execute import delta
 from ivm.laws import Law
 from ivm.local_recompute import GroupedBlock, recompute_delta
-from ivm.plan import TopKPlan, ViewPlan
-from ivm.rank_ranges import RankOrder, affected_ranks, rank_orders
-from ivm.rewrite import (
-    affected_groups,
-    at_role,
-    delta_term,
-    join_keys_term,
-    key_projection,
-    restrict_to_join_keys,
-    union_all,
-    weighted,
-)
-from ivm.shape import (
-    SET_OPERATIONS,
-    OuterJoin,
-    block_tables,
-    derived_tables,
-    is_union_all,
-    key_expressions,
-    outer_join,
-)
+from ivm.plan import PlanNode, TopKPlan, ViewPlan
+from ivm.rewrite import at_role
+from ivm.scope import Scope, frame_of, identifier
 from ivm.spark_arrow import to_arrow
 from ivm.state_local import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 from ivm.state_spark import SPARK_STATE_ENGINE, build
 from ivm.top_k_state import TopKState, fill, order, view_rows
 from ivm.top_k_state import advance as advance_top_k
-from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
-
-_IDENTIFIER = re.compile(r"\W")
+from ivm.zset import WEIGHT, consolidate, with_weight
 
 
 @dataclass(frozen=True)
@@ -103,16 +86,12 @@ class SourceInput:
 
     def frame(self) -> DataFrame:
         """The source's rows at the new frontier (``new``, called if a function)."""
-        return _frame(self.new)
+        return frame_of(self.new)
 
     def __post_init__(self) -> None:
         if callable(self.delta) and not isinstance(self.delta, DataFrame) \
                 and self.delta_arrow is None:
             raise IvmError("a change feed given as a function needs its Arrow table too")
-
-
-def _frame(rows: DataFrame | Callable[[], DataFrame]) -> DataFrame:
-    return rows if isinstance(rows, DataFrame) else rows()
 
 
 @dataclass(frozen=True)
@@ -232,7 +211,7 @@ def maintain(
             return _recomputed_groups(scope, plan, local, f"{error}: the groups are recomputed")
 
 
-def _maintain_invertible(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput],
+def _maintain_invertible(scope: Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput],
                          form: AggregateForm, state: AggregateState | None,
                          driver_state_max_rows: int) -> Maintained:
     """A tick by the invertible-aggregate law: the state advanced by the input's delta.
@@ -242,19 +221,21 @@ def _maintain_invertible(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, Sou
     """
     state = state or _build(scope, form, "old", driver_state_max_rows)
     if state is None:
-        return Maintained(consolidate(_delta(scope, plan.query)),
+        return Maintained(consolidate(delta(scope, plan.root)),
                           engine_reason=_spark_reason(plan, state))
     reason = _spark_reason(plan, state)
+    input_rows = _input_rows(plan.root, form)
     if state.table is not None:
         schema = state.schema or _view_schema(scope, plan, inputs)
-        on_driver = _advance_on_driver(scope, form, state, schema, driver_state_max_rows)
+        on_driver = _advance_on_driver(scope, form, input_rows, state, schema,
+                                       driver_state_max_rows)
         if isinstance(on_driver, Maintained):
             return on_driver
         reason, state = on_driver, _build(scope, form, "old", 0)  # the state moves to Spark
         assert state is not None, "its arguments were typed exact when it was built"
     schema = _as_written(scope, plan).schema
     engine = engine_of(state.held)
-    change = engine.partial(form, _delta(scope, form.rows()), state.arg_types)
+    change = engine.partial(form, delta(scope, input_rows), state.arg_types)
     advanced = advance(engine, form, state.arg_types, state.held, change)
     assert not isinstance(advanced, str), "Spark adds sums as Spark does"
     sides = [with_weight(_output(scope, form, state.arg_types, rows, schema), weight)
@@ -264,7 +245,19 @@ def _maintain_invertible(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, Sou
                       engine_reason=reason)
 
 
-def _recomputed_groups(scope: _Scope, plan: ViewPlan, local: bool, why: str = "") -> Maintained:
+def _input_rows(node: PlanNode, form: AggregateForm) -> PlanNode:
+    """The aggregate's input rows as a projection over its node's input (the same children).
+
+    Its delta (:func:`ivm.execute.delta`, by the linear law over the input's terms) is what
+    the invertible-aggregate law aggregates into the state: each row's groups and
+    arguments (:meth:`ivm.aggregate_form.AggregateForm.rows`) with its weight.
+    """
+    rows = form.rows()
+    return replace(node, operator="project", law=Law.LINEAR, key=None, state=(),
+                   detail=", ".join(p.sql("spark") for p in rows.selects), query=rows)
+
+
+def _recomputed_groups(scope: Scope, plan: ViewPlan, local: bool, why: str = "") -> Maintained:
     """A tick by affected-key recompute, on the local engine where it can run it.
 
     The local engine (:func:`_block_on_driver`) when ``local`` allows and it takes the
@@ -273,7 +266,7 @@ def _recomputed_groups(scope: _Scope, plan: ViewPlan, local: bool, why: str = ""
     block = _block_on_driver(scope, plan) if local else "engine: spark"
     if isinstance(block, Maintained):
         return replace(block, engine_reason="; ".join(filter(None, [why, block.engine_reason])))
-    return Maintained(consolidate(_delta(scope, plan.query)),
+    return Maintained(consolidate(delta(scope, plan.root)),
                       engine_reason="; ".join(filter(None, [why, block])))
 
 
@@ -305,7 +298,7 @@ def _maintain_top_k(top: TopKPlan, inputs: Mapping[str, SourceInput],
                       engine_reason=reason)
 
 
-def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
+def _block_on_driver(scope: Scope, plan: ViewPlan) -> Maintained | str:
     """The delta of a block, or of a grouping over one, on the local engine.
 
     A block of filters, projections and inner joins: its delta terms run on DuckDB over
@@ -340,7 +333,7 @@ def _block_on_driver(scope: _Scope, plan: ViewPlan) -> Maintained | str:
     return Maintained(arrow=consolidate(delta), engine="local", engine_reason=reason)
 
 
-def _local_change_rows(scope: _Scope) -> int | str:
+def _local_change_rows(scope: Scope) -> int | str:
     """The rows of the tick's change feeds, when the local engine may read them all.
 
     Returns:
@@ -435,77 +428,9 @@ def recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> DataFrame:
         return _as_written(scope, plan)
 
 
-@dataclass
-class _Scope:
-    """The temporary views of one evaluation, dropped when it ends."""
-
-    session: Callable[[], SparkSession]
-    prefix: str
-    changed: set[str]
-    arrows: dict[str, pa.Table] = field(default_factory=dict)
-    readers: dict[str, ArrowRead | None] = field(default_factory=dict)
-    read_max_rows: int = DRIVER_READ_MAX_ROWS
-    registered: list[str] = field(default_factory=list)
-    counter: Iterator[int] = field(default_factory=count)
-    pending: dict[str, DataFrame | Callable[[], DataFrame]] = field(default_factory=dict)
-    derived: dict[str, str] = field(default_factory=dict)
-    """The virtual source of each derived table lifted so far, by its body's SQL."""
-
-    @cached_property
-    def spark(self) -> SparkSession:
-        """The Spark session, looked up when a Spark query first runs.
-
-        A tick evaluated on the driver runs none, and the lookup costs py4j calls.
-        """
-        return self.session()
-
-    def relation(self, role: str, source: str) -> str:
-        """The temp view holding ``source`` at ``role`` (new, old or delta)."""
-        return f"{self.prefix}_{role}_{_IDENTIFIER.sub('_', source)}"
-
-    def register(self, frame: DataFrame, role: str, source: str = "") -> str:
-        """Make ``frame`` a temp view of this evaluation and return its name."""
-        name = self.relation(role, source or f"n{next(self.counter)}")
-        frame.createOrReplaceTempView(name)
-        self.registered.append(name)
-        return name
-
-    def defer(self, frame: DataFrame | Callable[[], DataFrame], role: str, source: str
-              ) -> None:
-        """Register ``frame`` (or the frame it returns) when a Spark query first reads it.
-
-        A change feed in Arrow then becomes a Spark frame only if Spark reads it; a tick
-        evaluated on the driver registers nothing.
-        """
-        self.pending[self.relation(role, source)] = frame
-
-    def table(self, role: str, source: str) -> DataFrame:
-        """The frame of ``source`` at ``role``."""
-        name = self.relation(role, source)
-        self._flush({name})
-        return self.spark.table(name)
-
-    def run(self, query: exp.Query) -> DataFrame:
-        """Run ``query``; the result stays valid after the temp views are dropped.
-
-        A frame from ``spark.sql`` keeps its unresolved plan, which names the temp
-        views, and ``DataFrameWriterV2`` re-analyses that plan. Selecting from the
-        frame pins the analysed plan instead.
-        """
-        self._flush({table.name for table in query.find_all(exp.Table)})
-        return self.spark.sql(query.sql("spark")).select("*")
-
-    def _flush(self, names: set[str]) -> None:
-        """Register the pending relations among ``names``."""
-        for name in names & set(self.pending):
-            frame = self.pending.pop(name)
-            _frame(frame).createOrReplaceTempView(name)
-            self.registered.append(name)
-
-
 @contextmanager
 def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput],
-           read_max_rows: int = DRIVER_READ_MAX_ROWS) -> Iterator[_Scope]:
+           read_max_rows: int = DRIVER_READ_MAX_ROWS) -> Iterator[Scope]:
     missing = [s for s in plan.sources if s not in inputs]
     if missing:
         raise IvmError(f"no input for sources {missing}", view=plan.view)
@@ -515,8 +440,8 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput],
     changed = {s for s in plan.sources if inputs[s].delta is not None}
     arrows = {s: inputs[s].delta_arrow for s in changed if inputs[s].delta_arrow is not None}
     # temporary views named for this tick alone: ticks of several views run at once
-    prefix = f"__ivm_{_IDENTIFIER.sub('_', plan.view)}_{uuid.uuid4().hex[:8]}"
-    scope = _Scope(session, prefix, changed, arrows,
+    prefix = f"__ivm_{identifier(plan.view)}_{uuid.uuid4().hex[:8]}"
+    scope = Scope(session, prefix, changed, arrows,
                    {s: inputs[s].read_arrow for s in plan.sources}, read_max_rows)
     for source in plan.sources:
         state = inputs[source]
@@ -532,174 +457,18 @@ def _scope(plan: ViewPlan, inputs: Mapping[str, SourceInput],
 
 
 def _no_rows(rows: DataFrame | Callable[[], DataFrame]) -> Callable[[], DataFrame]:
-    return lambda: _frame(rows).limit(0)
-
-
-def _delta(scope: _Scope, query: exp.Query) -> DataFrame:
-    """The delta of any incremental query shape, as a Z-set (not consolidated)."""
-    if isinstance(query, SET_OPERATIONS):
-        if not is_union_all(query):
-            return _affected_rows_delta(scope, query)
-        left, right = _delta(scope, query.left), _delta(scope, query.right)
-        return left.union(right.toDF(*left.columns))
-    assert isinstance(query, exp.Select)
-    query = _lift_derived_tables(scope, query)
-    positions = [i for i, t in enumerate(block_tables(query)) if t.name in scope.changed]
-    if not positions:
-        return with_weight(scope.run(at_role(query, "new", scope.relation)).limit(0))
-    outer = outer_join(query)
-    if outer is not None:
-        return _outer_join_delta(scope, query, outer)
-    keys = key_expressions(query)
-    terms = [_restricted_term(scope, query, i) for i in positions]
-    if keys is None:
-        return scope.run(union_all(terms))
-    orders = rank_orders(query)
-    if orders is not None:
-        return _affected_ranks_delta(scope, query, orders, terms)
-    keys_view = None
-    if keys:
-        keys_view = scope.register(
-            scope.run(union_all([key_projection(term, keys) for term in terms])), "keys")
-    return _recompute_keys(scope, query, keys, keys_view)
-
-
-def _restricted_term(scope: _Scope, query: exp.Select, position: int) -> exp.Select:
-    """The delta term of the table at ``position``, its partners cut to the key range.
-
-    See :mod:`ivm.key_ranges`; the keys are read from the change's Arrow table when the
-    caller gave one, else with one small Spark job over the change feed.
-    """
-    term = delta_term(query, position, scope.relation)
-    table = block_tables(query)[position]
-    pairs = join_columns(query, table.alias_or_name)
-    if not pairs:
-        return term
-    names = sorted({mine.name for mine, _ in pairs})
-    arrow = scope.arrows.get(table.name)
-    keys = arrow_keys(arrow, names) if arrow is not None else None
-    if keys is None:
-        keys = spark_keys(scope.table("delta", table.name), names)
-    return restricted(term, pairs, keys)
-
-
-def _lift_derived_tables(scope: _Scope, query: exp.Select) -> exp.Select:
-    """Turn each derived table of the block into a virtual source.
-
-    The subquery's rows at new and old become the source's snapshots and its own delta
-    (computed recursively) its change feed, so the block is maintained like any other.
-    """
-    derived = derived_tables(query)
-    if not derived:
-        return query
-    lifted = query.copy()
-    for subquery in derived_tables(lifted):
-        alias = exp.TableAlias(this=exp.to_identifier(subquery.alias_or_name))
-        name = _virtual_source(scope, subquery.this)
-        subquery.replace(exp.Table(this=exp.to_identifier(name), alias=alias))
-    return lifted
-
-
-def _virtual_source(scope: _Scope, body: exp.Query) -> str:
-    """The virtual source of a derived table's ``body``, registered once per evaluation.
-
-    The branches of an expanded ROLLUP or CUBE each read a copy of the block's input
-    (:mod:`ivm.expand_grouping_sets`): a body seen before is read from the same relations
-    rather than computed again. Its delta is materialized when it is lifted (a local
-    checkpoint, on the executors), so the plans of its readers hold it as one leaf.
-    """
-    key = body.sql("spark")
-    name = scope.derived.get(key)
-    if name is not None:
-        return name
-    name = scope.derived[key] = f"__derived{next(scope.counter)}"
-    for role in ("new", "old"):
-        scope.register(scope.run(at_role(body, role, scope.relation)), role, name)
-    if {t.name for t in body.find_all(exp.Table)} & scope.changed:
-        # computed once, on the executors: each reader (every branch of a ROLLUP) would
-        # otherwise carry the body's whole delta plan, which Spark analyses per copy
-        delta = consolidate(_delta(scope, body)).localCheckpoint(eager=True)
-        scope.register(delta, "delta", name)
-        scope.changed.add(name)
-    return name
-
-
-def _affected_ranks_delta(scope: _Scope, query: exp.Select, orders: Sequence[RankOrder],
-                          terms: Sequence[exp.Select]) -> DataFrame:
-    """Ranks over the whole input: the rows at or after the first changed order value.
-
-    The order values of ``terms``' rows are kept as a relation; the block is then
-    computed at new (+1) and old (-1) and restricted to the affected range of any window
-    (:mod:`ivm.rank_ranges`). ``terms`` hold every changed row of the window's input:
-    the delta terms of an inner-join block, or an outer join's rows for the affected
-    join keys at both snapshots.
-    """
-    values = [order.expression for order in orders]
-    keys_view = scope.register(
-        scope.run(union_all([key_projection(term, values) for term in terms])), "keys")
-    sides = [affected_ranks(query, orders, role, keys_view, weight, scope.relation)
-             for role, weight in (("new", 1), ("old", -1))]
-    return scope.run(union_all(sides))
-
-
-def _recompute_keys(
-    scope: _Scope, query: exp.Select, keys: Sequence[exp.Expr], keys_view: str | None
-) -> DataFrame:
-    """Affected-key recompute: the block for the affected keys at new (+1) and old (-1)."""
-    sides = [affected_groups(query, keys, "new", keys_view, 1, scope.relation),
-             affected_groups(query, keys, "old", keys_view, -1, scope.relation)]
-    return scope.run(union_all(sides))
-
-
-def _outer_join_delta(scope: _Scope, query: exp.Select, outer: OuterJoin) -> DataFrame:
-    """Recompute the join for the join keys that occur in either input's change feed."""
-    changed = [t.alias_or_name for t in block_tables(query) if t.name in scope.changed]
-    terms = [join_keys_term(query, outer, alias, scope.relation) for alias in changed]
-    join_keys = scope.register(scope.run(union_all(terms)), "joinkeys")
-    new, old = (restrict_to_join_keys(query, outer, role, join_keys, scope.relation)
-                for role in ("new", "old"))
-    orders = rank_orders(query)
-    if orders is not None:  # every changed row is one of the affected join keys' rows
-        return _affected_ranks_delta(scope, query, orders, [new, old])
-    keys = key_expressions(query)
-    if keys is None:
-        return scope.run(union_all([weighted(new, 1), weighted(old, -1)]))
-    keys_view = None
-    if keys:
-        groups = union_all([key_projection(new, keys), key_projection(old, keys)])
-        keys_view = scope.register(scope.run(groups), "keys")
-    return _recompute_keys(scope, query, keys, keys_view)
-
-
-def _affected_rows_delta(scope: _Scope, query: exp.SetOperation) -> DataFrame:
-    """UNION, INTERSECT, EXCEPT: recompute the rows that occur in a branch's delta."""
-    left, right = _delta(scope, query.left), _delta(scope, query.right)
-    rows = left.union(right.toDF(*left.columns)).drop(WEIGHT).distinct()
-    affected = rows.toDF(*[f"__k{i}" for i in range(len(rows.columns))])
-    sides = []
-    for role, weight in (("new", 1), ("old", -1)):
-        result = scope.run(at_role(query, role, scope.relation))
-        result = result.join(affected, on=_same_row(result, affected), how="left_semi")
-        sides.append(with_weight(result, weight))
-    return sides[0].union(sides[1])
-
-
-def _same_row(frame: DataFrame, keys: DataFrame) -> Column:
-    """Null-safe equality of every column of ``frame`` with the same position in ``keys``."""
-    condition = F.lit(True)
-    for mine, theirs in zip(data_columns(frame), keys.columns, strict=True):
-        condition = condition & frame[mine].eqNullSafe(keys[theirs])
-    return condition
+    return lambda: frame_of(rows).limit(0)
 
 
 def _invertible(plan: ViewPlan) -> AggregateForm | None:
     """The view's aggregate form when its top node is maintained by the invertible law."""
-    if plan.root.law != Law.INVERTIBLE_AGGREGATE:
+    root = plan.root
+    if root.law != Law.INVERTIBLE_AGGREGATE or root.query is None:
         return None
-    return aggregate_form(plan.query)
+    return aggregate_form(root.query)
 
 
-def _build(scope: _Scope, form: AggregateForm, role: str, driver_max_rows: int
+def _build(scope: Scope, form: AggregateForm, role: str, driver_max_rows: int
            ) -> AggregateState | None:
     """The aggregate state at ``role`` (a full aggregation of the block's input rows).
 
@@ -716,7 +485,7 @@ def _build(scope: _Scope, form: AggregateForm, role: str, driver_max_rows: int
     return build(form, rows, types, driver_max_rows if plain else 0)
 
 
-def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState,
+def _advance_on_driver(scope: Scope, form: AggregateForm, rows: PlanNode, state: AggregateState,
                        schema: StructType, max_rows: int) -> Maintained | str:
     """A tick of a state held on the driver: at most one Spark query, the block's input delta.
 
@@ -734,7 +503,7 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
     assert state.table is not None
     outputs = driver_output.plain_outputs(form)
     assert outputs is not None
-    computed = _change_aggregate_on_driver(scope, form, state)
+    computed = _change_aggregate_on_driver(scope, form, rows, state)
     if isinstance(computed, str):
         return f"the aggregate state's sums, on Spark: {computed}"
     change, engine, reason = computed
@@ -751,8 +520,8 @@ def _advance_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
                       engine_reason=reason)
 
 
-def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: AggregateState
-                                ) -> tuple[pa.Table, Engine, str] | str:
+def _change_aggregate_on_driver(scope: Scope, form: AggregateForm, rows: PlanNode,
+                                state: AggregateState) -> tuple[pa.Table, Engine, str] | str:
     """The partial aggregate of the block's input delta, in Arrow, and the engine that ran it.
 
     The local engine computes the delta and aggregates it when it can; else Spark computes
@@ -770,21 +539,21 @@ def _change_aggregate_on_driver(scope: _Scope, form: AggregateForm, state: Aggre
     assert state.table is not None
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
-        change = to_arrow(SPARK_STATE_ENGINE.partial(form, _delta(scope, form.rows()),
-                                                     state.arg_types))
+        change = to_arrow(SPARK_STATE_ENGINE.partial(form, delta(scope, rows), state.arg_types))
         check_sums(engine_of(change), form, state.arg_types, change)  # Spark's NULL sums
         return change, "spark", change_rows
-    local = _rows_on_driver(scope, form.rows(), state)
+    assert isinstance(rows.query, exp.Select)
+    local = _rows_on_driver(scope, rows.query, state)
     engine: Engine = "local"
     reason = (f"a change of {change_rows:,} rows; a state of {state.table.num_rows:,} groups "
               "on the driver")
     if isinstance(local, str):  # Spark evaluates the block; the change is small
-        engine, reason, local = "spark", local, to_arrow(_delta(scope, form.rows()))
+        engine, reason, local = "spark", local, to_arrow(delta(scope, rows))
     change = engine_of(local).partial(form, local, state.arg_types)
     return change if isinstance(change, str) else (change, engine, reason)
 
 
-def _rows_on_driver(scope: _Scope, query: exp.Select, state: AggregateState
+def _rows_on_driver(scope: Scope, query: exp.Select, state: AggregateState
                     ) -> pa.Table | str:
     """The delta of the block's input rows, evaluated in Arrow (:mod:`ivm.driver_delta`).
 
@@ -826,7 +595,7 @@ def _exact_arrow_type(spark_type: str) -> pa.DataType | None:
     return pa.decimal128(precision, scale) if precision is not None else None
 
 
-def _output(scope: _Scope, form: AggregateForm, arg_types: Sequence[str],
+def _output(scope: Scope, form: AggregateForm, arg_types: Sequence[str],
             state_rows: DataFrame, schema: StructType) -> DataFrame:
     """The view's rows of some groups, from their state rows.
 
@@ -849,7 +618,7 @@ _VIEW_SCHEMAS: LRUCache[tuple[str, tuple[str, ...]], StructType] = LRUCache(256)
 _VIEW_SCHEMAS_LOCK = threading.Lock()  # ticks of several views run at once
 
 
-def _view_schema(scope: _Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput]
+def _view_schema(scope: Scope, plan: ViewPlan, inputs: Mapping[str, SourceInput]
                  ) -> StructType:
     """The schema of :func:`_as_written`, analysed once per SQL and source schemas.
 
@@ -875,6 +644,6 @@ def _schema_key(given: SourceInput) -> str:
     return given.frame().schema.json()
 
 
-def _as_written(scope: _Scope, plan: ViewPlan) -> DataFrame:
+def _as_written(scope: Scope, plan: ViewPlan) -> DataFrame:
     """The view's SQL as the user wrote it, over the new snapshots, named as the plan."""
     return scope.run(at_role(plan.original, "new", scope.relation)).toDF(*plan.columns)

@@ -23,6 +23,10 @@ class PlanNode:
         key: The unique key of the node's output, when known.
         state: What the node reads besides its inputs' deltas, e.g. ``flights@old``.
         children: Input nodes.
+        query: The SQL the node's law runs over (:func:`ivm.evaluate.maintain` executes
+            the tree by law, node by node): a set operation for its node; the block's
+            SELECT for the block's top node (project, aggregate, window) and the nodes
+            below it (filter, join); a derived table's body for its node; None for a scan.
     """
 
     operator: str
@@ -32,6 +36,7 @@ class PlanNode:
     key: tuple[str, ...] | None = None
     state: tuple[str, ...] = ()
     children: tuple[PlanNode, ...] = ()
+    query: exp.Query | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
