@@ -20,8 +20,7 @@ from ivm.aggregate_form import aggregate_form
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, block_refusal
 from ivm.laws import Law
 from ivm.local_recompute import GroupedBlock, grouped_block
-from ivm.plan import ViewPlan
-from ivm.shape import key_expressions, outer_join
+from ivm.plan import ViewPlan, block_input
 from ivm.state_local import DRIVER_DELTA_MAX_ROWS, DRIVER_STATE_MAX_ROWS
 
 __all__ = ["LOCAL_LIMITS", "Engine", "local_refusal", "plain_block", "recomputed_block"]
@@ -37,18 +36,19 @@ LOCAL_LIMITS = (
 
 
 def plain_block(plan: ViewPlan) -> exp.Select | None:
-    """The view's query when it is one block of filters, projections and inner joins.
+    """The view's query when its plan is one block of filters, projections and inner joins.
 
-    Its delta is the union of its delta terms (the :data:`Law.LINEAR` and
-    :data:`Law.BILINEAR_JOIN` laws), with no state: no grouping, DISTINCT, window or
-    outer join. None for any other view.
+    Read from the plan's root: a projection (:data:`Law.LINEAR`) over an inner join
+    (:data:`Law.BILINEAR_JOIN`) or one item, through a filter, so its delta is the union
+    of its delta terms, with no state: no grouping, DISTINCT, window or outer join. None
+    for any other view.
     """
-    query = plan.root.query
-    if plan.root.operator != "project" or not isinstance(query, exp.Select):
-        return None
-    if key_expressions(query) is not None or outer_join(query) is not None:
-        return None
-    return query
+    root = plan.root
+    below = block_input(root)
+    if root.operator != "project" or root.law is not Law.LINEAR or below is None \
+            or below.law is Law.AFFECTED_KEY_RECOMPUTE or not isinstance(root.query, exp.Select):
+        return None  # not a projection, or over an outer join
+    return root.query
 
 
 def recomputed_block(plan: ViewPlan) -> GroupedBlock | str | None:

@@ -23,7 +23,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 from sqlglot import exp
 
-from ivm import driver_output
+from ivm import driver_output, execute
 from ivm.aggregate_form import (
     ARG_PREFIX,
     GROUP_PREFIX,
@@ -37,7 +37,6 @@ from ivm.aggregate_state import AggregateState, advance, check_sums, engine_of
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
 from ivm.engine_rule import Engine, local_refusal, plain_block, recomputed_block
 from ivm.errors import IvmError, NotIncrementalError, SumOverflowError
-from ivm.execute import delta
 from ivm.laws import Law
 from ivm.local_recompute import GroupedBlock, recompute_delta
 from ivm.plan import PlanNode, TopKPlan, ViewPlan
@@ -193,6 +192,9 @@ def maintain(
     if not plan.incremental:
         raise NotIncrementalError(plan.reason or "", view=plan.view, fragment=plan.root.detail)
     if plan.top_k is not None:
+        if plan.root.law is not Law.TOP_K:
+            raise IvmError(f"a top-K plan whose root is maintained by the {plan.root.law} law",
+                           view=plan.view, fragment=plan.root.detail)
         return _maintain_top_k(plan.top_k, inputs, state, driver_state_max_rows,
                                driver_read_max_rows, local)
     if isinstance(state, TopKState):
@@ -221,10 +223,10 @@ def _maintain_invertible(scope: Scope, plan: ViewPlan, inputs: Mapping[str, Sour
     """
     state = state or _build(scope, form, "old", driver_state_max_rows)
     if state is None:
-        return Maintained(consolidate(delta(scope, plan.root)),
+        return Maintained(consolidate(execute.delta(scope, plan.root)),
                           engine_reason=_spark_reason(plan, state))
     reason = _spark_reason(plan, state)
-    input_rows = _input_rows(plan.root, form)
+    input_rows = execute.input_rows(plan.root, form.rows())
     if state.table is not None:
         schema = state.schema or _view_schema(scope, plan, inputs)
         on_driver = _advance_on_driver(scope, form, input_rows, state, schema,
@@ -235,7 +237,7 @@ def _maintain_invertible(scope: Scope, plan: ViewPlan, inputs: Mapping[str, Sour
         assert state is not None, "its arguments were typed exact when it was built"
     schema = _as_written(scope, plan).schema
     engine = engine_of(state.held)
-    change = engine.partial(form, delta(scope, input_rows), state.arg_types)
+    change = engine.partial(form, execute.delta(scope, input_rows), state.arg_types)
     advanced = advance(engine, form, state.arg_types, state.held, change)
     assert not isinstance(advanced, str), "Spark adds sums as Spark does"
     sides = [with_weight(_output(scope, form, state.arg_types, rows, schema), weight)
@@ -243,18 +245,6 @@ def _maintain_invertible(scope: Scope, plan: ViewPlan, inputs: Mapping[str, Sour
     return Maintained(consolidate(sides[0].union(sides[1])),
                       AggregateState(state.arg_types, rows=advanced.state, change=advanced.change),
                       engine_reason=reason)
-
-
-def _input_rows(node: PlanNode, form: AggregateForm) -> PlanNode:
-    """The aggregate's input rows as a projection over its node's input (the same children).
-
-    Its delta (:func:`ivm.execute.delta`, by the linear law over the input's terms) is what
-    the invertible-aggregate law aggregates into the state: each row's groups and
-    arguments (:meth:`ivm.aggregate_form.AggregateForm.rows`) with its weight.
-    """
-    rows = form.rows()
-    return replace(node, operator="project", law=Law.LINEAR, key=None, state=(),
-                   detail=", ".join(p.sql("spark") for p in rows.selects), query=rows)
 
 
 def _recomputed_groups(scope: Scope, plan: ViewPlan, local: bool, why: str = "") -> Maintained:
@@ -266,7 +256,7 @@ def _recomputed_groups(scope: Scope, plan: ViewPlan, local: bool, why: str = "")
     block = _block_on_driver(scope, plan) if local else "engine: spark"
     if isinstance(block, Maintained):
         return replace(block, engine_reason="; ".join(filter(None, [why, block.engine_reason])))
-    return Maintained(consolidate(delta(scope, plan.root)),
+    return Maintained(consolidate(execute.delta(scope, plan.root)),
                       engine_reason="; ".join(filter(None, [why, block])))
 
 
@@ -485,8 +475,9 @@ def _build(scope: Scope, form: AggregateForm, role: str, driver_max_rows: int
     return build(form, rows, types, driver_max_rows if plain else 0)
 
 
-def _advance_on_driver(scope: Scope, form: AggregateForm, rows: PlanNode, state: AggregateState,
-                       schema: StructType, max_rows: int) -> Maintained | str:
+def _advance_on_driver(scope: Scope, form: AggregateForm, rows: PlanNode,
+                       state: AggregateState, schema: StructType, max_rows: int
+                       ) -> Maintained | str:
     """A tick of a state held on the driver: at most one Spark query, the block's input delta.
 
     The block's input delta is evaluated by the local engine when it can be
@@ -539,7 +530,8 @@ def _change_aggregate_on_driver(scope: Scope, form: AggregateForm, rows: PlanNod
     assert state.table is not None
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
-        change = to_arrow(SPARK_STATE_ENGINE.partial(form, delta(scope, rows), state.arg_types))
+        change = to_arrow(SPARK_STATE_ENGINE.partial(form, execute.delta(scope, rows),
+                                                     state.arg_types))
         check_sums(engine_of(change), form, state.arg_types, change)  # Spark's NULL sums
         return change, "spark", change_rows
     assert isinstance(rows.query, exp.Select)
@@ -548,7 +540,7 @@ def _change_aggregate_on_driver(scope: Scope, form: AggregateForm, rows: PlanNod
     reason = (f"a change of {change_rows:,} rows; a state of {state.table.num_rows:,} groups "
               "on the driver")
     if isinstance(local, str):  # Spark evaluates the block; the change is small
-        engine, reason, local = "spark", local, to_arrow(delta(scope, rows))
+        engine, reason, local = "spark", local, to_arrow(execute.delta(scope, rows))
     change = engine_of(local).partial(form, local, state.arg_types)
     return change if isinstance(change, str) else (change, engine, reason)
 

@@ -24,6 +24,7 @@ VLDB 2023) for the Z-set form.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -33,7 +34,7 @@ from ivm.change_keys import arrow_keys, spark_keys
 from ivm.errors import IvmError
 from ivm.key_ranges import join_columns, restricted
 from ivm.laws import Law
-from ivm.plan import PlanNode
+from ivm.plan import PlanNode, block_input
 from ivm.rank_ranges import affected_ranks, rank_orders
 from ivm.rewrite import (
     affected_groups,
@@ -49,7 +50,7 @@ from ivm.scope import Scope
 from ivm.shape import SET_OPERATIONS, block_tables, derived_tables, key_expressions, outer_join
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
 
-__all__ = ["delta"]
+__all__ = ["delta", "input_rows"]
 
 TopLaw = Callable[[Scope, exp.Select, Sequence[exp.Select]], DataFrame]
 """Applies a block's top node's law to the block's delta terms (each with ``_weight``)."""
@@ -68,40 +69,78 @@ def delta(scope: Scope, node: PlanNode) -> DataFrame:
     Raises:
         IvmError: The node, or one below it, has no rule to run its law by here.
     """
-    if isinstance(node.query, SET_OPERATIONS):
+    if isinstance(node.query, SET_OPERATIONS):  # its operator names it: UNION ALL, EXCEPT...
         return _set_delta(scope, node)
     top = _TOP_LAWS.get(node.law)
     if top is None or not isinstance(node.query, exp.Select):
         raise _unrunnable(node)
-    block = _lift_derived_tables(scope, node)
+    below = _block_input(node)
+    block = _lift_derived_tables(scope, node.query, _input_items(below))
     if not any(table.name in scope.changed for table in block_tables(block)):
         return with_weight(scope.run(at_role(block, "new", scope.relation)).limit(0))
-    return top(scope, block, _input_terms(scope, block, _block_input(node)))
+    if below.law is Law.AFFECTED_KEY_RECOMPUTE:  # an outer join
+        return top(scope, block, _outer_join_terms(scope, block))
+    changed = [i for i, t in enumerate(block_tables(block)) if t.name in scope.changed]
+    return top(scope, block, [_restricted_term(scope, block, i) for i in changed])
+
+
+def input_rows(node: PlanNode, rows: exp.Select) -> PlanNode:
+    """A projection of an aggregate node's input: ``rows`` over the same children.
+
+    The invertible-aggregate law adds the delta of its input rows (each row's groups and
+    arguments, :meth:`ivm.aggregate_form.AggregateForm.rows`) to its state; that delta is
+    this node's, by the linear law over the terms of the node under the aggregate.
+    """
+    return replace(node, operator="project", law=Law.LINEAR, key=None, state=(),
+                   detail=", ".join(p.sql("spark") for p in rows.selects), query=rows)
 
 
 def _unrunnable(node: PlanNode) -> IvmError:
+    """The error for a node whose law has no rule here (a full recompute, a wrong shape)."""
     return IvmError(f"no rule runs a {node.operator} node by the {node.law} law here",
                     fragment=node.detail)
 
 
 def _block_input(node: PlanNode) -> PlanNode:
-    """The node under a block's top node and its filter: a join, a scan or a derived table."""
-    if len(node.children) != 1:
+    """The node under a block's top node and its filter (linear, :func:`ivm.plan.block_input`).
+
+    Raises:
+        IvmError: The node is not a block's top node, or its filter is not linear.
+    """
+    below = block_input(node)
+    if below is None:
         raise _unrunnable(node)
-    child = node.children[0]
-    if child.operator == "filter" and child.law is Law.LINEAR and len(child.children) == 1:
-        return child.children[0]
-    return child
+    above = node.children[0]
+    if above is not below and above.law is not Law.LINEAR:
+        raise _unrunnable(above)
+    return below
 
 
-def _input_terms(scope: Scope, block: exp.Select, node: PlanNode) -> list[exp.Select]:
-    """The block's delta terms by its input node's law, each the block's rows plus ``_weight``."""
-    if node.law is Law.AFFECTED_KEY_RECOMPUTE and node.operator.endswith("outer join"):
-        return _outer_join_terms(scope, block)
-    if node.law not in (Law.BILINEAR_JOIN, Law.CHANGE_FEED, Law.LINEAR):
-        raise _unrunnable(node)
-    changed = [i for i, t in enumerate(block_tables(block)) if t.name in scope.changed]
-    return [_restricted_term(scope, block, position) for position in changed]
+_ITEM_LAWS = {"scan": Law.CHANGE_FEED, "derived table": Law.LINEAR}
+"""The law of a block's FROM or JOIN item, by its operator: a source's change feed, or a
+derived table's own delta (a virtual source, linear in it)."""
+
+
+def _input_items(below: PlanNode) -> tuple[PlanNode, ...]:
+    """The block's FROM and JOIN items under its input node, each checked against its law.
+
+    An inner join combines them by the bilinear join rule, an outer join by affected-key
+    recompute of its join keys; a block of one item is that item.
+
+    Raises:
+        IvmError: A node's law is not the one its rule here applies.
+    """
+    items: tuple[PlanNode, ...] = (below,)
+    law = (Law.BILINEAR_JOIN if below.operator == "join" else
+           Law.AFFECTED_KEY_RECOMPUTE if below.operator.endswith("outer join") else None)
+    if law is not None:
+        if below.law is not law:
+            raise _unrunnable(below)
+        items = below.children
+    for item in items:
+        if item.law is not _ITEM_LAWS.get(item.operator):
+            raise _unrunnable(item)
+    return items
 
 
 def _restricted_term(scope: Scope, block: exp.Select, position: int) -> exp.Select:
@@ -136,30 +175,30 @@ def _outer_join_terms(scope: Scope, block: exp.Select) -> list[exp.Select]:
             for role, weight in (("new", 1), ("old", -1))]
 
 
-def _lift_derived_tables(scope: Scope, node: PlanNode) -> exp.Select:
-    """The block of ``node`` with each derived table turned into a virtual source.
+def _lift_derived_tables(scope: Scope, block: exp.Select, items: Sequence[PlanNode]
+                         ) -> exp.Select:
+    """``block`` with each derived table turned into a virtual source.
 
     The derived table's rows at new and old become the source's snapshots, and the delta
-    of its own plan (its node's child) the source's change feed, so the block is
-    maintained like any other.
+    of its own plan (its node's child, among ``items``) the source's change feed, so the
+    block is maintained like any other.
+
+    Raises:
+        IvmError: The block's derived tables are not its items' derived-table nodes.
     """
-    block = node.query
-    assert isinstance(block, exp.Select)
     if not derived_tables(block):
         return block
     lifted = block.copy()
-    for subquery, derived in zip(derived_tables(lifted), _derived_nodes(node), strict=True):
+    subqueries = derived_tables(lifted)
+    nodes = [item for item in items if item.operator == "derived table"]
+    if len(nodes) != len(subqueries):
+        raise IvmError("the plan's derived tables are not the block's",
+                       fragment=block.sql("spark"))
+    for subquery, derived in zip(subqueries, nodes, strict=True):
         alias = exp.TableAlias(this=exp.to_identifier(subquery.alias_or_name))
         name = _virtual_source(scope, derived)
         subquery.replace(exp.Table(this=exp.to_identifier(name), alias=alias))
     return lifted
-
-
-def _derived_nodes(node: PlanNode) -> list[PlanNode]:
-    """The derived-table nodes of a block's FROM and JOIN items, in their order."""
-    below = _block_input(node)
-    items = below.children if below.operator.endswith("join") else (below,)
-    return [item for item in items if item.operator == "derived table"]
 
 
 def _virtual_source(scope: Scope, derived: PlanNode) -> str:
@@ -246,18 +285,19 @@ def _set_delta(scope: Scope, node: PlanNode) -> DataFrame:
     UNION ALL by the linear law (their union); UNION, INTERSECT and EXCEPT by recomputing
     the rows that occur in a branch's delta, at new (+1) and old (-1).
     """
-    if len(node.children) != 2 or node.law not in (Law.LINEAR, Law.AFFECTED_KEY_RECOMPUTE):
+    query = node.query
+    if len(node.children) != 2 or node.law not in (Law.LINEAR, Law.AFFECTED_KEY_RECOMPUTE) \
+            or query is None:
         raise _unrunnable(node)
     left, right = (delta(scope, child) for child in node.children)
     rows = left.union(right.toDF(*left.columns))
     if node.law is Law.LINEAR:
         return rows
-    assert node.query is not None
     affected = rows.drop(WEIGHT).distinct()
     affected = affected.toDF(*[f"__k{i}" for i in range(len(affected.columns))])
     sides = []
     for role, weight in (("new", 1), ("old", -1)):
-        result = scope.run(at_role(node.query, role, scope.relation))
+        result = scope.run(at_role(query, role, scope.relation))
         result = result.join(affected, on=_same_row(result, affected), how="left_semi")
         sides.append(with_weight(result, weight))
     return sides[0].union(sides[1])

@@ -16,17 +16,21 @@ class PlanNode:
     """One operator of a view's plan.
 
     Attributes:
-        operator: ``scan``, ``join``, ``filter``, ``project``, ``aggregate`` or ``query``.
+        operator: ``scan``, ``derived table``, ``join``, ``left outer join`` (``right``,
+            ``full``), ``filter``, ``project``, ``aggregate``, ``window``, a set operation
+            (``union all``, ``union``, ``intersect``, ``except``, ``... all``), ``top-k``,
+            or ``query`` (a full recompute).
         detail: The SQL fragment the node stands for.
         law: How the node's delta is computed.
         reason: Why the node is not incremental (only with ``Law.FULL_RECOMPUTE``).
         key: The unique key of the node's output, when known.
         state: What the node reads besides its inputs' deltas, e.g. ``flights@old``.
         children: Input nodes.
-        query: The SQL the node's law runs over (:func:`ivm.evaluate.maintain` executes
-            the tree by law, node by node): a set operation for its node; the block's
-            SELECT for the block's top node (project, aggregate, window) and the nodes
-            below it (filter, join); a derived table's body for its node; None for a scan.
+        query: The SQL the node's law runs over (:func:`ivm.execute.delta` runs the tree
+            node by node, by law): a set operation for its node; the block's SELECT for
+            the block's top node (project, aggregate, window) and the nodes below it
+            (filter, join); a derived table's body for its node; the view's query for a
+            top-K or full-recompute root; None for a scan.
     """
 
     operator: str
@@ -37,6 +41,21 @@ class PlanNode:
     state: tuple[str, ...] = ()
     children: tuple[PlanNode, ...] = ()
     query: exp.Query | None = field(default=None, repr=False, compare=False)
+
+
+def block_input(node: PlanNode) -> PlanNode | None:
+    """The node under a block's top node (project, aggregate, window) and its filter.
+
+    Returns:
+        A join, an outer join, a scan or a derived table; None when the node has not one
+        child (it is not a block's top node), or its filter has not one.
+    """
+    if len(node.children) != 1:
+        return None
+    child = node.children[0]
+    if child.operator != "filter":
+        return child
+    return child.children[0] if len(child.children) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -52,7 +71,8 @@ class ViewPlan:
             with multiplicities (duplicates allowed).
         root: The plan tree.
         reason: Why the view is not incremental, or None when it is.
-        query: The qualified sqlglot expression (for the evaluator).
+        query: The qualified sqlglot expression, as rewritten for maintenance (the root
+            node's ``query``).
         original: The SQL as written, only qualified (columns resolved, ``*`` expanded):
             what a full recompute runs, so that a rewrite rule's mistake cannot hide in
             the oracle.

@@ -50,6 +50,7 @@ class Scope:
         registered: The temp views registered so far (dropped at the end).
         counter: Numbers the relations the evaluation registers.
         pending: Relations registered when a Spark query first reads them.
+        derived: The virtual source of each derived table lifted so far, by its body's SQL.
     """
 
     session: Callable[[], SparkSession]
@@ -62,7 +63,6 @@ class Scope:
     counter: Iterator[int] = field(default_factory=count)
     pending: dict[str, DataFrame | Callable[[], DataFrame]] = field(default_factory=dict)
     derived: dict[str, str] = field(default_factory=dict)
-    """The virtual source of each derived table lifted so far, by its body's SQL."""
 
     @cached_property
     def spark(self) -> SparkSession:

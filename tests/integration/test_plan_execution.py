@@ -36,12 +36,16 @@ NEW = [("AA", 1, 10), ("UA", 1, 5), ("UA", 2, 8), ("DL", 3, 7), ("DL", 4, 1)]
 
 
 def _inputs(spark: SparkSession) -> dict[str, SourceInput]:
+    """The flights changed from OLD to NEW; the airlines unchanged."""
     change = Counter(NEW)
     change.subtract(Counter(OLD))
     delta = spark_frame(spark, [(*row, w) for row, w in change.items() if w],
                         f"{SCHEMA}, _weight bigint")
+    airlines = spark_frame(spark, [("AA", "American"), ("UA", "United")],
+                           "carrier string, name string")
     return {"flights": SourceInput(spark_frame(spark, NEW, SCHEMA),
-                                   spark_frame(spark, OLD, SCHEMA), delta)}
+                                   spark_frame(spark, OLD, SCHEMA), delta),
+            "airlines": SourceInput(airlines, airlines)}
 
 
 def _with_root(plan: ViewPlan, root: PlanNode) -> ViewPlan:
@@ -107,12 +111,24 @@ def _queries_run(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return ran
 
 
-@pytest.mark.parametrize("path", [(), (0,)], ids=["top node", "filter under it"])
-def test_a_node_whose_law_has_no_rule_stops_the_tick(spark: SparkSession,
+GROUPED = "SELECT carrier, MIN(fare) AS lo FROM flights WHERE month > 1 GROUP BY carrier"
+JOINED = ("SELECT f.carrier, a.name FROM flights f JOIN airlines a ON f.carrier = a.carrier "
+          "WHERE f.fare > 6")
+DERIVED = ("SELECT d.carrier, d.lo FROM (SELECT carrier, MIN(fare) AS lo FROM flights "
+           "GROUP BY carrier) d WHERE d.lo > 1")
+
+
+@pytest.mark.parametrize(("sql", "path"), [
+    (GROUPED, ()), (GROUPED, (0,)), (GROUPED, (0, 0)), (JOINED, (0, 0)), (JOINED, (0, 0, 1)),
+    (DERIVED, (0,)), (DERIVED, (0, 0)), (DERIVED, (0, 0, 0)),
+], ids=["aggregate", "its filter", "its scan", "join", "a scan in the join", "filter over a "
+        "derived table", "the derived table", "the derived table's aggregate"])
+def test_a_node_whose_law_has_no_rule_stops_the_tick(spark: SparkSession, sql: str,
                                                      path: tuple[int, ...]) -> None:
-    """A node marked full recompute inside an incremental plan is not run another way."""
-    plan = compile_view("v", "SELECT carrier, MIN(fare) AS lo FROM flights WHERE month > 1 "
-                        "GROUP BY carrier", SCHEMAS)
+    """A node marked full recompute inside an incremental plan is not run another way:
+    the tick stops with an error naming it, whatever its depth."""
+    plan = compile_view("v", sql, SCHEMAS)
+    assert plan.incremental, plan.reason
     broken = _with_root(plan, _relabel(plan.root, path, Law.FULL_RECOMPUTE))
     with pytest.raises(IvmError, match="full recompute law") as raised:
         maintain(broken, _inputs(spark), local=False)
