@@ -92,7 +92,7 @@ def input_rows(node: PlanNode, rows: exp.Select) -> PlanNode:
     this node's, by the linear law over the terms of the node under the aggregate.
     """
     return replace(node, operator="project", law=Law.LINEAR, key=None, state=(),
-                   detail=", ".join(p.sql("spark") for p in rows.selects), query=rows)
+                   detail=f"the input rows of {node.detail}", query=rows)  # no SQL generated
 
 
 def _unrunnable(node: PlanNode) -> IvmError:
