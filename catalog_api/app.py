@@ -11,7 +11,7 @@ from catalog_api.api.main import api_router
 from catalog_api.api.routes.config import API_PREFIX
 from catalog_api.core.config import CatalogSettings
 from catalog_api.credentials import CredentialVendor
-from catalog_api.errors import install_error_handlers
+from catalog_api.error_responses import install_error_handlers
 from catalog_api.generic_tables import GenericTableStore
 from catalog_api.idempotency import IdempotencyMiddleware, IdempotencyStore
 from catalog_api.load_table_fastpath import LoadTableFastPath

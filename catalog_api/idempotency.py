@@ -41,7 +41,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from catalog_api.core.config import API_PREFIX
-from catalog_api.errors import error_response
+from catalog_api.error_responses import error_response
 from catalog_api.middleware import replay_receive
 from catalog_api.security import PRINCIPAL
 from catalog_api.spec_endpoints import find_operation

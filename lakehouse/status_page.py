@@ -223,7 +223,7 @@ class _Planner:
     """
 
     def __init__(self, config: Config):
-        self.pipeline = Pipeline(config, serve_catalog=False)
+        self.pipeline = Pipeline(config, read_only=True)
         self._lock = threading.Lock()  # page threads share the runtime and its plans
 
     def plan(self, view: str) -> str:

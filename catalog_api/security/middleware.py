@@ -12,7 +12,8 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from catalog_api.core import API_PREFIX
-from catalog_api.errors import NotAuthorizedError, error_response
+from catalog_api.error_responses import error_response
+from catalog_api.errors import NotAuthorizedError
 from catalog_api.security.authenticator import Authenticator
 
 PRINCIPAL = "principal"

@@ -41,7 +41,7 @@ def run(
             from lakehouse.metrics import check_listen
 
             check_listen(*metrics_address)
-        runtime = Runtime(settings)
+        runtime = Runtime(settings, serve_catalog=True)  # others query the views meanwhile
     except LakehouseError as error:
         raise fail(error) from None
     with runtime:

@@ -42,7 +42,7 @@ def _pipeline(config: Path, *, read_only: bool = False) -> Pipeline:
     """The pipeline of ``config``; ``read_only`` reads an embedded catalog without serving it."""
     from lakehouse.api import Pipeline
 
-    return Pipeline(load(config), serve_catalog=not read_only)
+    return Pipeline(load(config), read_only=read_only)
 
 
 @app.command()

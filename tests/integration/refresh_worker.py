@@ -63,7 +63,7 @@ def main(argv: list[str]) -> None:
     config_path, view_name, folder_name, name = argv[:4]
     folder = Path(folder_name)
     started = time.perf_counter()
-    runtime = Runtime(load_config(Path(config_path)), start_embedded_catalog=False)
+    runtime = Runtime(load_config(Path(config_path)))
     runtime.plan(runtime.config.view(view_name))
     runtime.spark.sql("SELECT 1").collect()  # warm: the first job is the slowest
     (folder / f"{name}.ready").write_text(f"{time.perf_counter() - started:.2f}")

@@ -561,6 +561,43 @@ def test_explain_reads_an_embedded_catalog_without_serving_it_or_starting_spark(
     assert tree["root"]["law"] == Law.AFFECTED_KEY_RECOMPUTE
 
 
+def test_refresh_writes_through_an_embedded_catalog_nothing_serves_from_its_own_process(
+    spark: SparkSession, catalog_server: CatalogServerHandle, sources: tuple[str, Path],
+    rest_catalog: RestCatalog, tmp_path: Path,
+) -> None:
+    """The embedded catalog's port is taken by something else: ``refresh`` needs no service.
+
+    A tick on the local engine writes through the catalog in its own process; a tick on
+    Spark serves it on a free port for Spark's REST client. Both land in the catalog the
+    test's service reads, the Delta copy listed there too.
+    """
+    namespace, airlines = sources
+    view = f"{namespace}.by_carrier"
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    path = tmp_path / "embedded.yaml"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        data["catalog"] = {"embedded": True, "database_url": catalog_server.database_url,
+                           "listen": f"127.0.0.1:{taken.getsockname()[1]}"}
+        for engine in ("spark", "local"):
+            data["views"][0]["engine"] = engine  # type: ignore[index]
+            path.write_text(yaml.safe_dump(data))
+            if engine == "local":  # a change for an incremental tick
+                spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 7, 2.0)")
+            done = subprocess.run([sys.executable, "-m", "lakehouse", "refresh", view, "-c",
+                                   str(path), "--json"], capture_output=True, text=True,
+                                  timeout=300, check=False)
+            assert done.returncode == 0, done.stdout + done.stderr
+            summary = json.loads(done.stdout.splitlines()[-1])
+            assert summary["sinks"] == ["iceberg", "delta"], summary
+    assert summary["mode"] == "incremental" and summary["engine"] == "local", summary
+    oracle = Runtime(parse_config(_config_data(catalog_server, namespace, airlines, ["iceberg"])))
+    assert _iceberg_rows(rest_catalog, view) == _expected(oracle, oracle.config.views[0])
+    copies = httpx.get(f"{catalog_server.uri}/polaris/v1/namespaces/{namespace}/generic-tables")
+    assert {"namespace": [namespace], "name": "by_carrier_delta"} in copies.json()["identifiers"]
+
+
 def test_tick_of_an_unknown_view_names_the_views(
     config_file: Path, sources: tuple[str, Path]
 ) -> None:

@@ -1,0 +1,106 @@
+"""The catalog in its caller's process (catalog_api.in_process): the service's store and rules.
+
+Each test writes through an ``InProcessCatalog`` on the database of a running service and
+reads the result back through that service's REST API (pyiceberg's ``RestCatalog``): the
+two are one catalog. The refusals are the store's rules, which pyiceberg's own
+``SqlCatalog`` on the same database does not apply.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import BadRequestError, CommitFailedException, TableAlreadyExistsError
+from pyiceberg.table.update import AssertTableUUID
+
+from catalog_api.generic_table_models import CreateGenericTableRequest
+from catalog_api.in_process import InProcessCatalog
+from tests.conftest_catalog import CatalogServerHandle
+
+ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
+
+
+@pytest.fixture
+def in_process(catalog_server: CatalogServerHandle) -> Iterator[InProcessCatalog]:
+    catalog = InProcessCatalog(catalog_server.settings)
+    yield catalog
+    catalog.close()
+
+
+@pytest.fixture
+def namespace(in_process: InProcessCatalog) -> str:
+    name = f"in_process_{uuid.uuid4().hex[:8]}"
+    in_process.create_namespace(name)
+    return name
+
+
+def test_a_table_written_in_process_is_the_one_the_service_serves(
+    in_process: InProcessCatalog, rest_catalog: RestCatalog, namespace: str,
+) -> None:
+    table = in_process.create_table(f"{namespace}.t", ROWS.schema)
+    table.append(ROWS)
+    table.append(ROWS.slice(0, 1))
+    served = rest_catalog.load_table(f"{namespace}.t")
+    assert served.metadata_location == in_process.load_table(f"{namespace}.t").metadata_location
+    assert [s.snapshot_id for s in served.snapshots()] == \
+        [s.snapshot_id for s in table.snapshots()]
+    assert sorted(served.scan().to_arrow()["id"].to_pylist()) == [1, 1, 2, 3]
+    assert (namespace,) in rest_catalog.list_namespaces()
+
+
+def test_a_location_outside_the_warehouse_is_refused_as_the_service_refuses_it(
+    in_process: InProcessCatalog, catalog_server: CatalogServerHandle, namespace: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    outside = tmp_path_factory.mktemp("outside").as_uri()
+    with pytest.raises(BadRequestError, match="outside the warehouse"):
+        in_process.create_table(f"{namespace}.escapes", ROWS.schema, location=outside)
+    assert not in_process.table_exists(f"{namespace}.escapes")
+    # pyiceberg's own SqlCatalog on the same database has no such rule
+    plain = SqlCatalog(catalog_server.settings.catalog_name, uri=catalog_server.database_url,
+                       warehouse=catalog_server.settings.warehouse)
+    plain.create_table(f"{namespace}.escapes", ROWS.schema, location=outside)
+    plain.engine.dispose()
+
+
+def test_a_commit_on_a_stale_table_is_refused_and_changes_nothing(
+    in_process: InProcessCatalog, rest_catalog: RestCatalog, namespace: str,
+) -> None:
+    table = in_process.create_table(f"{namespace}.t", ROWS.schema)
+    before = rest_catalog.load_table(f"{namespace}.t").metadata_location
+    with pytest.raises(CommitFailedException):
+        in_process.commit_table(table, (AssertTableUUID(uuid=uuid.uuid4()),), ())
+    assert rest_catalog.load_table(f"{namespace}.t").metadata_location == before
+
+
+def test_create_table_if_not_exists_keeps_the_first(
+    in_process: InProcessCatalog, namespace: str,
+) -> None:
+    first = in_process.create_table(f"{namespace}.t", ROWS.schema)
+    again = in_process.create_table_if_not_exists(f"{namespace}.t", ROWS.schema)
+    assert again.metadata.table_uuid == first.metadata.table_uuid
+    with pytest.raises(TableAlreadyExistsError):
+        in_process.create_table(f"{namespace}.t", ROWS.schema)
+
+
+def test_a_generic_table_is_listed_once_and_reserves_its_location(
+    in_process: InProcessCatalog, catalog_server: CatalogServerHandle, namespace: str,
+) -> None:
+    location = (catalog_server.warehouse / namespace / "copy").as_uri()
+    request = CreateGenericTableRequest.model_validate(
+        {"name": "copy", "format": "delta", "base-location": location})
+    assert in_process.register_generic_table((namespace,), request)
+    assert not in_process.register_generic_table((namespace,), request)  # kept as it is
+    base = f"{catalog_server.uri}/polaris/v1/namespaces/{namespace}/generic-tables"
+    listed = httpx.get(base).json()["identifiers"]
+    assert [entry["name"] for entry in listed] == ["copy"]
+    served = httpx.get(f"{base}/copy").json()["table"]
+    assert (served["format"], served["base-location"]) == ("delta", location)
+    with pytest.raises(BadRequestError, match="overlaps"):
+        in_process.create_table(f"{namespace}.inside", ROWS.schema, location=f"{location}/t")
