@@ -35,6 +35,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
 from catalog_api.core.config import CatalogSettings
+from catalog_api.entity_rows import kind_of
 from catalog_api.errors import CatalogError
 from catalog_api.generic_table_models import CreateGenericTableRequest
 from catalog_api.generic_tables import GenericTableStore
@@ -161,6 +162,9 @@ class InProcessCatalog(SqlCatalog):
                                ) -> bool:
         """List a generic table, as Polaris ``createGenericTable`` would; keep an existing one.
 
+        A name already taken is answered before the location rules, which read the
+        location of every table in the catalog.
+
         Returns:
             Whether it was created (False: a table of that name exists).
 
@@ -168,6 +172,8 @@ class InProcessCatalog(SqlCatalog):
             pyiceberg.exceptions.BadRequestError: The name or base location breaks a rule.
             pyiceberg.exceptions.NoSuchNamespaceError: The namespace does not exist.
         """
+        if kind_of(self, (*namespace, request.name)) is not None:
+            return False
         try:
             self._write(lambda: self.generic_tables.create_table(namespace, request))
         except TableAlreadyExistsError:

@@ -218,15 +218,11 @@ def in_process_catalog(config: Config) -> InProcessCatalog:
     """The embedded catalog, run in this process: its store and rules, no service.
 
     For a process that needs the embedded catalog while nothing serves it, instead of
-    starting the web service for itself (:mod:`catalog_api.in_process`). The warehouse is
-    checked first (:func:`lakehouse.storage_probe.prepare_warehouse`).
-
-    Raises:
-        lakehouse.errors.StorageError: The warehouse's storage cannot be used.
+    starting the web service for itself (:mod:`catalog_api.in_process`). The caller has
+    checked the warehouse (:func:`lakehouse.storage_probe.prepare_warehouse`).
     """
     from catalog_api.in_process import InProcessCatalog
 
-    prepare_warehouse(config)
     return InProcessCatalog(catalog_settings(config), storage_properties(config))
 
 
@@ -244,6 +240,7 @@ def open_catalog(config: Config) -> Iterator[Catalog]:
         CatalogAccessError: It refuses the pipeline's credential.
     """
     if embedded_unserved(config):
+        prepare_warehouse(config)
         catalog = in_process_catalog(config)
         try:
             yield catalog

@@ -8,8 +8,9 @@ each demo view, timed from its start to its exit. Two ways of reaching the catal
 
 - ``served``: ``lakehouse serve`` runs beside it (a deployment's catalog service), and the
   command is its client;
-- ``embedded``: nothing serves the demo's embedded catalog, so the command serves it
-  itself for its own run (``lakehouse serve`` is stopped before each refresh).
+- ``embedded``: nothing serves the demo's embedded catalog, so the command runs it in its
+  own process, with no service (:mod:`catalog_api.in_process`; ``lakehouse serve`` is
+  stopped before each refresh).
 
 The floor: a one-row pyiceberg append to a small Iceberg table through the same catalog,
 median of :data:`FLOOR_APPENDS`. Where the wall time goes: a process that only imports

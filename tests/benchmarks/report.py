@@ -571,8 +571,8 @@ def _cli(cli: dict[str, Any]) -> list[str]:
              "--json` process: *wall*, from its start to its exit (Python's start and imports "
              "included); *tick*, the refresh inside it (the summary's `duration_s`). "
              "*served*: `lakehouse serve` runs, the command is its client; *embedded*: "
-             "nothing serves the demo's embedded catalog, so the command serves it for its "
-             f"own run. Floor: a one-row pyiceberg append through the catalog, median "
+             "nothing serves the demo's embedded catalog, so the command runs it in its own "
+             f"process, with no service (`catalog_api/in_process.py`). Floor: a one-row pyiceberg append through the catalog, median "
              f"{cli['floor_s']:.3f} s. Goals: a local-engine refresh's wall time ≤ "
              f"{cli['goals']['wall_s']:g} s, its tick ≤ {cli['goals']['floor_ratio']:g}× the "
              "floor.", ""]
@@ -599,8 +599,8 @@ def _cli_breakdown(cli: dict[str, Any], medians: list[tuple[str, dict[str, Any]]
     return ["", "Where the wall time goes: a new process that only imports the CLI's modules "
             f"takes {cli['imports_s']:.2f} s (median of 3). " + "; ".join(parts) + ". The "
             "rest is the config, the catalog client, the plan's compile, the refresh's catalog "
-            "requests outside its tick and the process's exit; *embedded* also starts and "
-            "stops the catalog service (its imports included).", ""]
+            "requests outside its tick and the process's exit; *embedded* also opens the "
+            "catalog's store in its process (its imports included).", ""]
 
 
 def _soak(soak: dict[str, Any]) -> list[str]:
