@@ -214,6 +214,15 @@ def embedded_unserved(config: Config) -> bool:
     return config.catalog.embedded and not catalog_answers(config.catalog_uri)
 
 
+def runs_in_process(config: Config) -> bool:
+    """Whether this process runs the embedded catalog itself, without its service.
+
+    Only with ``catalog.auth`` off: the in-process catalog checks no credential or role, so
+    with auth on the service is started instead and checks the pipeline's as any client's.
+    """
+    return not config.catalog.auth.enabled and embedded_unserved(config)
+
+
 def in_process_catalog(config: Config) -> InProcessCatalog:
     """The embedded catalog, run in this process: its store and rules, no service.
 
@@ -239,13 +248,23 @@ def open_catalog(config: Config) -> Iterator[Catalog]:
         CatalogUnavailableError: The catalog does not answer.
         CatalogAccessError: It refuses the pipeline's credential.
     """
-    if embedded_unserved(config):
+    if runs_in_process(config):
         prepare_warehouse(config)
         catalog = in_process_catalog(config)
         try:
             yield catalog
         finally:
             catalog.close()
+        return
+    if embedded_unserved(config):  # auth on: served for the block, credentials checked
+        from lakehouse.runtime import start_catalog
+
+        server = start_catalog(config, port=0)
+        try:
+            yield connect_catalog(server.uri, pipeline_credential(config),
+                                  storage_properties(config))
+        finally:
+            server.stop()
         return
     if not config.warehouse_is_local:  # the caller reads Delta tables there
         prepare_warehouse(config)

@@ -29,6 +29,7 @@ from lakehouse.catalog_client import (
     in_process_catalog,
     pipeline_credential,
     register_delta_copy,
+    runs_in_process,
     storage_properties,
 )
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
@@ -128,7 +129,8 @@ class Runtime(AbstractContextManager["Runtime"]):
 
     The catalog is the one ``catalog.uri`` serves; when it is the embedded one and no
     process serves it, it runs in this process (:func:`in_process_catalog`: no web service,
-    no port), unless ``serve_catalog`` asks for the service. Spark's Iceberg client speaks
+    no port), unless ``serve_catalog`` asks for the service or ``catalog.auth`` is on (the
+    service then checks the pipeline's credential). Spark's Iceberg client speaks
     REST only: a tick that starts Spark then starts the service on a free loopback port.
 
     Args:
@@ -153,7 +155,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         self._in_process: InProcessCatalog | None = None
         self.credential = pipeline_credential(config)
         if catalog is None and embedded_unserved(config):
-            if serve_catalog:
+            if serve_catalog or not runs_in_process(config):  # auth on: credentials checked
                 self.server = start_catalog(config)
             else:
                 catalog = self._in_process = in_process_catalog(config)
@@ -210,7 +212,7 @@ class Runtime(AbstractContextManager["Runtime"]):
 
     def _spark_catalog_uri(self) -> str:
         """The REST URI Spark reaches the catalog at (the service is started if it runs here)."""
-        if isinstance(self.catalog, RestCatalog):
+        if isinstance(self.catalog, RestCatalog) or not self.config.catalog.embedded:
             return self.config.catalog_uri
         if self.server is None:
             self.server = start_catalog(self.config, port=0)

@@ -572,7 +572,8 @@ def _cli(cli: dict[str, Any]) -> list[str]:
              "included); *tick*, the refresh inside it (the summary's `duration_s`). "
              "*served*: `lakehouse serve` runs, the command is its client; *embedded*: "
              "nothing serves the demo's embedded catalog, so the command runs it in its own "
-             f"process, with no service (`catalog_api/in_process.py`). Floor: a one-row pyiceberg append through the catalog, median "
+             "process, with no service (`catalog_api/in_process.py`). Floor: a one-row "
+             f"pyiceberg append through the catalog, median "
              f"{cli['floor_s']:.3f} s. Goals: a local-engine refresh's wall time ≤ "
              f"{cli['goals']['wall_s']:g} s, its tick ≤ {cli['goals']['floor_ratio']:g}× the "
              "floor.", ""]

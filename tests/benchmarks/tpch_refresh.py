@@ -149,7 +149,7 @@ class TpchBench:
             "sources": {t: {"iceberg": f"{self.ns}.{t}"} for t in TABLES},
             "views": views,
         })
-        self.runtime = Runtime(config, start_embedded_catalog=False)
+        self.runtime = Runtime(config)
         self.spark = self.runtime.spark
         self.probe = MemoryProbe()
         self.duck = connect()
