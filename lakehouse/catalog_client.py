@@ -214,13 +214,17 @@ def embedded_unserved(config: Config) -> bool:
     return config.catalog.embedded and not catalog_answers(config.catalog_uri)
 
 
-def runs_in_process(config: Config) -> bool:
-    """Whether this process runs the embedded catalog itself, without its service.
+def catalog_mode(config: Config, serve: bool = False) -> str:
+    """How this process reaches the catalog (one probe of ``catalog.uri``).
 
-    Only with ``catalog.auth`` off: the in-process catalog checks no credential or role, so
-    with auth on the service is started instead and checks the pipeline's as any client's.
+    ``remote``: a service answers (or the catalog is not embedded). Else the embedded
+    catalog is this process's: ``serve`` it (asked, or ``catalog.auth`` on: the in-process
+    catalog checks no credential or role, the service checks the pipeline's as any
+    client's), or run it ``in_process``.
     """
-    return not config.catalog.auth.enabled and embedded_unserved(config)
+    if not embedded_unserved(config):
+        return "remote"
+    return "serve" if serve or config.catalog.auth.enabled else "in_process"
 
 
 def in_process_catalog(config: Config) -> InProcessCatalog:
@@ -248,7 +252,8 @@ def open_catalog(config: Config) -> Iterator[Catalog]:
         CatalogUnavailableError: The catalog does not answer.
         CatalogAccessError: It refuses the pipeline's credential.
     """
-    if runs_in_process(config):
+    mode = catalog_mode(config)
+    if mode == "in_process":
         prepare_warehouse(config)
         catalog = in_process_catalog(config)
         try:
@@ -256,7 +261,7 @@ def open_catalog(config: Config) -> Iterator[Catalog]:
         finally:
             catalog.close()
         return
-    if embedded_unserved(config):  # auth on: served for the block, credentials checked
+    if mode == "serve":  # auth on: served for the block, credentials checked
         from lakehouse.runtime import start_catalog
 
         server = start_catalog(config, port=0)

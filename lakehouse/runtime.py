@@ -23,13 +23,12 @@ from pyiceberg.table.metadata import TableMetadata
 from ivm import SourceInput, ViewPlan, local_refusal, recompute, referenced_sources
 from lakehouse.catalog_client import (
     auth_config_error,
+    catalog_mode,
     catalog_settings,
     connect_catalog,
-    embedded_unserved,
     in_process_catalog,
     pipeline_credential,
     register_delta_copy,
-    runs_in_process,
     storage_properties,
 )
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
@@ -154,11 +153,11 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.server: RunningServer | None = None
         self._in_process: InProcessCatalog | None = None
         self.credential = pipeline_credential(config)
-        if catalog is None and embedded_unserved(config):
-            if serve_catalog or not runs_in_process(config):  # auth on: credentials checked
-                self.server = start_catalog(config)
-            else:
-                catalog = self._in_process = in_process_catalog(config)
+        mode = catalog_mode(config, serve_catalog) if catalog is None else "remote"
+        if mode == "serve":
+            self.server = start_catalog(config)
+        elif mode == "in_process":
+            catalog = self._in_process = in_process_catalog(config)
         self.catalog: Catalog = catalog or connect_catalog(config.catalog_uri, self.credential,
                                                            storage_properties(config))
         self.session = LazySession(self._start_spark)
