@@ -79,13 +79,25 @@ class InProcessCatalog(SqlCatalog):
         super().__init__(settings.catalog_name, **{
             **settings.io_properties, **io_properties, "uri": settings.database_url,
             "warehouse": settings.warehouse})
-        self.store = CatalogStore(settings)
+        try:
+            self.store = CatalogStore(settings)
+        except BaseException:
+            self.engine.dispose()
+            raise
         self.generic_tables = GenericTableStore(self.store)
 
     def close(self) -> None:
         """Release the database connections of the store and of this client."""
         self.store.close()
         self.engine.dispose()
+
+    def destroy_tables(self) -> None:
+        """Refused: the catalog's database belongs to the service, not to a client.
+
+        Raises:
+            NotImplementedError: Always.
+        """
+        raise NotImplementedError("the catalog's tables belong to the service")
 
     def _write(self, action: Callable[[], T]) -> T:
         with _as_client_errors():

@@ -15,9 +15,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
+import requests
 from cachetools import TTLCache
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import RESTError
 from pyiceberg.table.metadata import TableMetadata
 
 from ivm import SourceInput, ViewPlan, local_refusal, recompute, referenced_sources
@@ -33,11 +35,12 @@ from lakehouse.catalog_client import (
 )
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
-from lakehouse.errors import ConfigError, HistoryError, ListenError, SourceError
+from lakehouse.errors import ConfigError, HistoryError, LakehouseError, ListenError, SourceError
 from lakehouse.history import (
     SUSPENSION_TTL_S,
     HistoryRow,
     RefreshHistory,
+    first_line,
     refreshed_from,
 )
 from lakehouse.history_writer import HistoryWriter
@@ -153,13 +156,22 @@ class Runtime(AbstractContextManager["Runtime"]):
         self.server: RunningServer | None = None
         self._in_process: InProcessCatalog | None = None
         self.credential = pipeline_credential(config)
-        mode = catalog_mode(config, serve_catalog) if catalog is None else "remote"
-        if mode == "serve":
-            self.server = start_catalog(config)
-        elif mode == "in_process":
-            catalog = self._in_process = in_process_catalog(config)
-        self.catalog: Catalog = catalog or connect_catalog(config.catalog_uri, self.credential,
-                                                           storage_properties(config))
+        with ExitStack() as undo:  # what is started here stops if the rest fails
+            mode = catalog_mode(config, serve_catalog) if catalog is None else "remote"
+            if mode == "serve":
+                self.server = start_catalog(config)
+                undo.callback(self.server.stop)
+            elif mode == "in_process":
+                catalog = self._in_process = in_process_catalog(config)
+                undo.callback(self._in_process.close)
+            self.catalog: Catalog = catalog or connect_catalog(
+                config.catalog_uri, self.credential, storage_properties(config))
+            self._build()
+            undo.pop_all()
+
+    def _build(self) -> None:
+        """The readers, caches, state, history and metrics over the open catalog."""
+        config = self.config
         self.session = LazySession(self._start_spark)
         self.spark = cast("SparkSession", self.session)  # started by the first tick needing it
         self.bridge = ArrowBridge(self.spark,
@@ -460,12 +472,25 @@ class Runtime(AbstractContextManager["Runtime"]):
             self._last_failure.pop(view.name, None)
             self._record(HistoryRow.of(result, _utc(started_s), before))
         if "delta" in result.sinks and view.name not in self._listed_delta_copies:
-            location = self.delta_uri(view)
-            if self.config.warehouse_is_local:
-                location = Path(location).as_uri()
-            register_delta_copy(self.catalog, view.name, location, self.credential)
-            self._listed_delta_copies.add(view.name)
+            self._list_delta_copy(view)
         return result
+
+    def _list_delta_copy(self, view: ViewConfig) -> None:
+        """List the view's Delta copy in the catalog, once per process.
+
+        The refresh is committed by then: a refusal is logged, not raised, and the listing
+        is tried again after the next refresh.
+        """
+        location = self.delta_uri(view)
+        if self.config.warehouse_is_local:
+            location = Path(location).as_uri()
+        try:
+            register_delta_copy(self.catalog, view.name, location, self.credential)
+        except (requests.RequestException, RESTError, LakehouseError) as error:
+            log.warning("%s: its Delta copy is not listed in the catalog (tried again after "
+                        "the next refresh): %s", view.name, first_line(error))
+            return
+        self._listed_delta_copies.add(view.name)
 
     def _spark_pool(self, view: ViewConfig, job: str = "refresh") -> None:
         """Run this thread's Spark jobs in the view's own FAIR pool, if Spark runs.

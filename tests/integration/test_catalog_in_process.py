@@ -17,7 +17,7 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import BadRequestError, CommitFailedException, TableAlreadyExistsError
-from pyiceberg.table.update import AssertTableUUID
+from pyiceberg.table.update import AssertTableUUID, SetLocationUpdate
 
 from catalog_api.generic_table_models import CreateGenericTableRequest
 from catalog_api.in_process import InProcessCatalog
@@ -104,3 +104,47 @@ def test_a_generic_table_is_listed_once_and_reserves_its_location(
     assert (served["format"], served["base-location"]) == ("delta", location)
     with pytest.raises(BadRequestError, match="overlaps"):
         in_process.create_table(f"{namespace}.inside", ROWS.schema, location=f"{location}/t")
+
+
+def test_a_commit_moving_the_table_out_of_the_warehouse_is_refused(
+    in_process: InProcessCatalog, rest_catalog: RestCatalog, catalog_server: CatalogServerHandle,
+    namespace: str, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    table = in_process.create_table(f"{namespace}.t", ROWS.schema)
+    before = rest_catalog.load_table(f"{namespace}.t").metadata_location
+    outside = tmp_path_factory.mktemp("outside").as_uri()
+    with pytest.raises(BadRequestError, match="outside the warehouse"):
+        in_process.commit_table(table, (AssertTableUUID(uuid=table.metadata.table_uuid),),
+                                (SetLocationUpdate(location=outside),))
+    assert rest_catalog.load_table(f"{namespace}.t").metadata_location == before
+    # pyiceberg's own SqlCatalog commits the same change to the same table
+    plain = SqlCatalog(catalog_server.settings.catalog_name, uri=catalog_server.database_url,
+                       warehouse=catalog_server.settings.warehouse)
+    plain.commit_table(plain.load_table(f"{namespace}.t"),
+                       (AssertTableUUID(uuid=table.metadata.table_uuid),),
+                       (SetLocationUpdate(location=outside),))
+    assert plain.load_table(f"{namespace}.t").location() == outside
+    plain.engine.dispose()
+
+
+def test_a_staged_create_goes_through_the_store(
+    in_process: InProcessCatalog, rest_catalog: RestCatalog, namespace: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    outside = tmp_path_factory.mktemp("outside").as_uri()
+    with pytest.raises(BadRequestError, match="outside the warehouse"):
+        in_process.create_table_transaction(
+            f"{namespace}.staged", ROWS.schema, location=outside).commit_transaction()
+    assert not rest_catalog.table_exists(f"{namespace}.staged")
+    with in_process.create_table_transaction(f"{namespace}.staged", ROWS.schema) as create:
+        create.set_properties(owner="pipeline")
+    assert rest_catalog.load_table(f"{namespace}.staged").properties["owner"] == "pipeline"
+
+
+def test_the_catalog_database_cannot_be_destroyed_through_it(
+    in_process: InProcessCatalog, rest_catalog: RestCatalog, namespace: str,
+) -> None:
+    in_process.create_table(f"{namespace}.t", ROWS.schema)
+    with pytest.raises(NotImplementedError):
+        in_process.destroy_tables()
+    assert rest_catalog.table_exists(f"{namespace}.t")
