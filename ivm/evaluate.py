@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import cached_property, partial
+from functools import cached_property
 
 import pyarrow as pa
 from cachetools import LRUCache
@@ -23,7 +23,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 from sqlglot import exp
 
-from ivm import driver_output, execute
+from ivm import driver_output, execute, local_rules
 from ivm.aggregate_form import (
     ARG_PREFIX,
     GROUP_PREFIX,
@@ -34,11 +34,11 @@ from ivm.aggregate_form import (
     state_output,
 )
 from ivm.aggregate_state import AggregateState, advance, check_sums, engine_of
-from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead, block_delta
-from ivm.engine_rule import Engine, local_refusal, plain_block, recomputed_block
+from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead
+from ivm.engine_rule import Engine, local_refusal
 from ivm.errors import IvmError, NotIncrementalError, SumOverflowError
 from ivm.laws import Law
-from ivm.local_recompute import GroupedBlock, recompute_delta
+from ivm.local_rules import LOCAL
 from ivm.plan import PlanNode, TopKPlan, ViewPlan
 from ivm.rewrite import at_role
 from ivm.scope import Scope, frame_of, identifier
@@ -289,38 +289,34 @@ def _maintain_top_k(top: TopKPlan, inputs: Mapping[str, SourceInput],
 
 
 def _block_on_driver(scope: Scope, plan: ViewPlan) -> Maintained | str:
-    """The delta of a block, or of a grouping over one, on the local engine.
+    """The view's delta on the local engine: its plan run by the local rules.
 
     A block of filters, projections and inner joins: its delta terms run on DuckDB over
-    the change feeds' Arrow tables and the partners read on the driver
-    (:func:`ivm.driver_delta.block_delta`). A grouping maintained by affected-key
-    recompute: the affected groups are recomputed from rows read on the driver
-    (:func:`ivm.local_recompute.recompute_delta`). Either delta is then consolidated.
+    the change feeds' Arrow tables and the partners read on the driver. A grouping
+    maintained by affected-key recompute: the affected groups are recomputed from rows
+    read on the driver (:mod:`ivm.local_rules`). Either delta is then consolidated.
 
     Returns:
         The view's delta in Arrow: its columns (as the local engine types them, Spark's
         types; NULL-typed when nothing changed) plus ``_weight``; or why Spark computes
-        it: the plan (:func:`ivm.engine_rule.local_refusal`), a change feed not in Arrow or
+        it: the plan (:func:`ivm.local_rules.refusal`), a change feed not in Arrow or
         larger than ``DRIVER_DELTA_MAX_ROWS``, or what could not run locally.
     """
-    query, grouped = plain_block(plan), recomputed_block(plan)
-    if isinstance(grouped, GroupedBlock):
-        delta_of, how = partial(recompute_delta, grouped), "; its groups recomputed from the driver"
-    elif query is not None:
-        delta_of, how = partial(block_delta, query), ""
-    else:
-        return grouped or local_refusal(plan) or "not a block, nor a grouping over one"
+    refused = local_rules.refusal(plan.root)
+    if refused is not None:
+        return refused  # before the change feeds are counted
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
         return change_rows
-    rows = delta_of(scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
-    reason = f"a change of {change_rows:,} rows{how}"
+    rows = execute.run(scope, plan.root, LOCAL)
     if isinstance(rows, str):
         return rows
+    how = "; its groups recomputed from the driver" if plan.root.operator == "aggregate" else ""
     names = [*plan.columns, WEIGHT]
     delta = (pa.table({name: pa.array([], pa.int64() if name == WEIGHT else pa.null())
                        for name in names}) if rows is EMPTY else rows.rename_columns(names))
-    return Maintained(arrow=consolidate(delta), engine="local", engine_reason=reason)
+    return Maintained(arrow=consolidate(delta), engine="local",
+                      engine_reason=f"a change of {change_rows:,} rows{how}")
 
 
 def _local_change_rows(scope: Scope) -> int | str:
@@ -534,8 +530,7 @@ def _change_aggregate_on_driver(scope: Scope, form: AggregateForm, rows: PlanNod
                                                      state.arg_types))
         check_sums(engine_of(change), form, state.arg_types, change)  # Spark's NULL sums
         return change, "spark", change_rows
-    assert isinstance(rows.query, exp.Select)
-    local = _rows_on_driver(scope, rows.query, state)
+    local = _rows_on_driver(scope, rows, state)
     engine: Engine = "local"
     reason = (f"a change of {change_rows:,} rows; a state of {state.table.num_rows:,} groups "
               "on the driver")
@@ -545,9 +540,8 @@ def _change_aggregate_on_driver(scope: Scope, form: AggregateForm, rows: PlanNod
     return change if isinstance(change, str) else (change, engine, reason)
 
 
-def _rows_on_driver(scope: Scope, query: exp.Select, state: AggregateState
-                    ) -> pa.Table | str:
-    """The delta of the block's input rows, evaluated in Arrow (:mod:`ivm.driver_delta`).
+def _rows_on_driver(scope: Scope, rows: PlanNode, state: AggregateState) -> pa.Table | str:
+    """The delta of the block's input rows on the local engine (:mod:`ivm.local_rules`).
 
     From the change feeds' Arrow tables and, for a join, the partners read on the driver.
 
@@ -559,20 +553,20 @@ def _rows_on_driver(scope: Scope, query: exp.Select, state: AggregateState
     """
     if any(source not in scope.arrows for source in scope.changed):
         return "a change feed not in Arrow"
-    rows = block_delta(query, scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
-    if isinstance(rows, str):
-        return rows
-    assert state.table is not None
+    delta = execute.run(scope, rows, LOCAL)
+    if isinstance(delta, str):
+        return delta
+    assert isinstance(rows.query, exp.Select) and state.table is not None
     types = {f.name: f.type for f in state.table.schema if f.name.startswith(GROUP_PREFIX)}
     types |= {f"{ARG_PREFIX}{j}": arrow_type for j, t in enumerate(state.arg_types)
               if (arrow_type := _exact_arrow_type(t)) is not None}
-    if rows is EMPTY:  # typed as the state; an argument only counted may stay untyped
-        names = [*(s.alias_or_name for s in query.selects), WEIGHT]
+    if delta is EMPTY:  # typed as the state; an argument only counted may stay untyped
+        names = [*(s.alias_or_name for s in rows.query.selects), WEIGHT]
         return pa.table({n: pa.array([], types.get(n, pa.int64() if n == WEIGHT else pa.null()))
                          for n in names})
     try:
-        return pa.table({name: rows[name].cast(types[name]) if name in types else rows[name]
-                         for name in rows.column_names})
+        return pa.table({name: delta[name].cast(types[name]) if name in types else delta[name]
+                         for name in delta.column_names})
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # let Spark evaluate it
         return "a value outside the type Spark gives the aggregate's state"
 

@@ -1,8 +1,12 @@
-"""Execute a view's plan on Spark: each node's delta by the law the plan gives it.
+"""Execute a view's plan: each node's delta by the law the plan gives it, on one engine.
 
-The tree :mod:`ivm.compiler` builds, and ``lakehouse explain`` prints, is what runs. A
-node's :attr:`~ivm.plan.PlanNode.law` picks the rule applied to it, over the SQL it
-holds (:attr:`~ivm.plan.PlanNode.query`):
+The tree :mod:`ivm.compiler` builds, and ``lakehouse explain`` prints, is what runs, on
+either engine: :func:`run` walks it node by node, checks each node's law, and applies the
+engine's rule for that law (:class:`EngineRules`). Spark's rules (:data:`SPARK`, here) run
+every law; the local engine's (:data:`ivm.local_rules.LOCAL`) run a block's linear and
+affected-key laws in process and refuse the rest, which then run on Spark. A node's
+:attr:`~ivm.plan.PlanNode.law` picks the rule applied to it, over the SQL it holds
+(:attr:`~ivm.plan.PlanNode.query`):
 
 - a set operation combines its branches' deltas: UNION ALL by the linear law, the
   others by recomputing the rows in a branch's delta;
@@ -23,8 +27,9 @@ VLDB 2023) for the Z-set form.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -50,38 +55,96 @@ from ivm.scope import Scope
 from ivm.shape import SET_OPERATIONS, block_tables, derived_tables, key_expressions, outer_join
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
 
-__all__ = ["delta", "input_rows"]
+if TYPE_CHECKING:
+    from ivm.engine_rule import Engine
 
-TopLaw = Callable[[Scope, exp.Select, Sequence[exp.Select]], DataFrame]
-"""Applies a block's top node's law to the block's delta terms (each with ``_weight``)."""
+__all__ = ["SPARK", "BlockRule", "EngineRules", "delta", "input_rows", "run"]
+
+R = TypeVar("R")
+
+BlockRule = Callable[[Scope, PlanNode, exp.Select], R | str]
+"""A law's rule on one engine: the delta of a block's top node (the node, and its SELECT
+with derived tables lifted) as a Z-set of that engine; or why the engine cannot run it."""
 
 
-def delta(scope: Scope, node: PlanNode) -> DataFrame:
-    """The delta of ``node``'s rows, by its law.
+@dataclass(frozen=True)
+class EngineRules(Generic[R]):
+    """The rules one engine applies the laws by: the engine interface of :func:`run`.
+
+    Attributes:
+        name: The engine.
+        blocks: The rule of each law the engine runs at a block's top node.
+        empty: The Z-set of a block none of whose tables changed.
+        set_operation: Combines a set operation's branches' deltas by the node's law; None
+            when the engine runs no set operation.
+        lifts_derived_tables: Whether a derived table becomes a virtual source (its delta
+            computed by its own plan) before the block's rule runs; when False, the rule
+            sees the derived table in the block.
+    """
+
+    name: Engine
+    blocks: Mapping[Law, BlockRule[R]]
+    empty: Callable[[Scope, exp.Select], R]
+    set_operation: Callable[[Scope, PlanNode, R, R], R] | None = None
+    lifts_derived_tables: bool = False
+
+
+def run(scope: Scope, node: PlanNode, engine: EngineRules[R]) -> R | str:
+    """The delta of ``node``'s rows, by its law, on ``engine``.
 
     Args:
         scope: The evaluation's relations.
         node: A set operation's node or a block's top node, with its query.
+        engine: The rules to apply.
+
+    Returns:
+        A Z-set of the engine (a Spark frame, an Arrow table): the node's output columns
+        plus ``_weight`` (int64), not consolidated; or why the engine cannot run a node.
+
+    Raises:
+        IvmError: A node's law is not one the plan's shape allows (a malformed plan), or
+            no engine has a rule for it.
+    """
+    if isinstance(node.query, SET_OPERATIONS):  # its operator names it: UNION ALL, EXCEPT...
+        if len(node.children) != 2 or node.law not in (Law.LINEAR, Law.AFFECTED_KEY_RECOMPUTE):
+            raise _unrunnable(node)
+        if engine.set_operation is None:
+            return f"a set operation ({node.operator}) runs on Spark"
+        left = run(scope, node.children[0], engine)
+        if isinstance(left, str):
+            return left
+        right = run(scope, node.children[1], engine)
+        if isinstance(right, str):
+            return right
+        return engine.set_operation(scope, node, left, right)
+    if node.law not in _BLOCK_LAWS or not isinstance(node.query, exp.Select):
+        raise _unrunnable(node)
+    rule = engine.blocks.get(node.law)
+    if rule is None:
+        return f"the {node.law} law of a {node.operator} node runs on Spark"
+    block = node.query
+    items = _input_items(_block_input(node))
+    if engine.lifts_derived_tables:
+        block = _lift_derived_tables(scope, block, items)
+    if not derived_tables(block) and not any(t.name in scope.changed
+                                             for t in block_tables(block)):
+        return engine.empty(scope, block)  # (a derived table not lifted: the rule decides)
+    return rule(scope, node, block)
+
+
+def delta(scope: Scope, node: PlanNode) -> DataFrame:
+    """The delta of ``node``'s rows on Spark, which runs every law (:func:`run`).
 
     Returns:
         A Z-set: the node's output columns plus ``_weight`` (int64), not consolidated.
 
     Raises:
-        IvmError: The node, or one below it, has no rule to run its law by here.
+        IvmError: The node, or one below it, has no rule to run its law by.
     """
-    if isinstance(node.query, SET_OPERATIONS):  # its operator names it: UNION ALL, EXCEPT...
-        return _set_delta(scope, node)
-    top = _TOP_LAWS.get(node.law)
-    if top is None or not isinstance(node.query, exp.Select):
-        raise _unrunnable(node)
-    below = _block_input(node)
-    block = _lift_derived_tables(scope, node.query, _input_items(below))
-    if not any(table.name in scope.changed for table in block_tables(block)):
-        return with_weight(scope.run(at_role(block, "new", scope.relation)).limit(0))
-    if below.law is Law.AFFECTED_KEY_RECOMPUTE:  # an outer join
-        return top(scope, block, _outer_join_terms(scope, block))
-    changed = [i for i, t in enumerate(block_tables(block)) if t.name in scope.changed]
-    return top(scope, block, [_restricted_term(scope, block, i) for i in changed])
+    rows = run(scope, node, SPARK)
+    if isinstance(rows, str):
+        raise IvmError(rows, fragment=node.detail)
+    return rows
 
 
 def input_rows(node: PlanNode, rows: exp.Select) -> PlanNode:
@@ -141,6 +204,19 @@ def _input_items(below: PlanNode) -> tuple[PlanNode, ...]:
         if item.law is not _ITEM_LAWS.get(item.operator):
             raise _unrunnable(item)
     return items
+
+
+def _terms(scope: Scope, node: PlanNode, block: exp.Select) -> list[exp.Select]:
+    """The block's delta terms on Spark, each with ``_weight``.
+
+    Under an outer join (affected-key recompute of its join keys), its rows for those keys
+    at new and old; else one term per changed table (the bilinear join rule, or a scan's
+    change feed).
+    """
+    if _block_input(node).law is Law.AFFECTED_KEY_RECOMPUTE:  # an outer join
+        return _outer_join_terms(scope, block)
+    changed = [i for i, t in enumerate(block_tables(block)) if t.name in scope.changed]
+    return [_restricted_term(scope, block, i) for i in changed]
 
 
 def _restricted_term(scope: Scope, block: exp.Select, position: int) -> exp.Select:
@@ -228,13 +304,14 @@ def _virtual_source(scope: Scope, derived: PlanNode) -> str:
     return name
 
 
-def _linear(scope: Scope, block: exp.Select, terms: Sequence[exp.Select]) -> DataFrame:
+def _linear(scope: Scope, node: PlanNode, block: exp.Select) -> DataFrame:
     """Filter and project: the block's delta is the union of its terms."""
-    return scope.run(union_all(terms))
+    return scope.run(union_all(_terms(scope, node, block)))
 
 
-def _recompute_keys(scope: Scope, block: exp.Select, terms: Sequence[exp.Select]) -> DataFrame:
+def _recompute_keys(scope: Scope, node: PlanNode, block: exp.Select) -> DataFrame:
     """Affected-key recompute: the block for the keys in its terms, at new (+1) and old (-1)."""
+    terms = _terms(scope, node, block)
     keys = key_expressions(block)
     if keys is None:
         raise IvmError("affected-key recompute of a block without keys",
@@ -248,7 +325,7 @@ def _recompute_keys(scope: Scope, block: exp.Select, terms: Sequence[exp.Select]
     return scope.run(union_all(sides))
 
 
-def _affected_ranks(scope: Scope, block: exp.Select, terms: Sequence[exp.Select]) -> DataFrame:
+def _affected_ranks(scope: Scope, node: PlanNode, block: exp.Select) -> DataFrame:
     """Ranks over the whole input: the rows at or after the first changed order value.
 
     The order values of ``terms``' rows are kept as a relation; the block is then
@@ -257,6 +334,7 @@ def _affected_ranks(scope: Scope, block: exp.Select, terms: Sequence[exp.Select]
     the delta terms of an inner-join block, or an outer join's rows for the affected
     join keys at both snapshots.
     """
+    terms = _terms(scope, node, block)
     orders = rank_orders(block)
     if orders is None:
         raise IvmError("affected-range recompute of a block without a rank over its input",
@@ -269,7 +347,7 @@ def _affected_ranks(scope: Scope, block: exp.Select, terms: Sequence[exp.Select]
     return scope.run(union_all(sides))
 
 
-_TOP_LAWS: dict[Law, TopLaw] = {
+_SPARK_RULES: dict[Law, BlockRule[DataFrame]] = {
     Law.LINEAR: _linear,
     Law.AFFECTED_KEY_RECOMPUTE: _recompute_keys,
     # the invertible aggregate's groups recomputed: its delta when no state can serve
@@ -279,17 +357,14 @@ _TOP_LAWS: dict[Law, TopLaw] = {
 }
 
 
-def _set_delta(scope: Scope, node: PlanNode) -> DataFrame:
+def _set_operation(scope: Scope, node: PlanNode, left: DataFrame, right: DataFrame
+                   ) -> DataFrame:
     """A set operation's delta from its branches' deltas.
 
     UNION ALL by the linear law (their union); UNION, INTERSECT and EXCEPT by recomputing
     the rows that occur in a branch's delta, at new (+1) and old (-1).
     """
-    query = node.query
-    if len(node.children) != 2 or node.law not in (Law.LINEAR, Law.AFFECTED_KEY_RECOMPUTE) \
-            or query is None:
-        raise _unrunnable(node)
-    left, right = (delta(scope, child) for child in node.children)
+    assert node.query is not None, "run checks a set operation's query"
     rows = left.union(right.toDF(*left.columns))
     if node.law is Law.LINEAR:
         return rows
@@ -297,7 +372,7 @@ def _set_delta(scope: Scope, node: PlanNode) -> DataFrame:
     affected = affected.toDF(*[f"__k{i}" for i in range(len(affected.columns))])
     sides = []
     for role, weight in (("new", 1), ("old", -1)):
-        result = scope.run(at_role(query, role, scope.relation))
+        result = scope.run(at_role(node.query, role, scope.relation))
         result = result.join(affected, on=_same_row(result, affected), how="left_semi")
         sides.append(with_weight(result, weight))
     return sides[0].union(sides[1])
@@ -309,3 +384,16 @@ def _same_row(frame: DataFrame, keys: DataFrame) -> Column:
     for mine, theirs in zip(data_columns(frame), keys.columns, strict=True):
         condition = condition & frame[mine].eqNullSafe(keys[theirs])
     return condition
+
+
+def _spark_empty(scope: Scope, block: exp.Select) -> DataFrame:
+    """No row of the block's output, typed as Spark types it."""
+    return with_weight(scope.run(at_role(block, "new", scope.relation)).limit(0))
+
+
+SPARK: EngineRules[DataFrame] = EngineRules(
+    "spark", _SPARK_RULES, _spark_empty, _set_operation, lifts_derived_tables=True)
+"""Spark's rules: every law the plan gives a node."""
+
+_BLOCK_LAWS = frozenset(_SPARK_RULES)
+"""The laws a block's top node may carry (Spark has a rule for each)."""

@@ -22,8 +22,9 @@ from ivm import (
     maintain,
     recompute,
 )
-from ivm.scope import Scope
-from tests.conftest import multiset, normal_row
+from ivm.scope import Scope, frame_of
+from ivm.spark_arrow import to_arrow
+from tests.conftest import arrow_reader, multiset, normal_row
 from tests.spark_frames import spark_frame
 
 pytestmark = pytest.mark.spark
@@ -132,6 +133,39 @@ def test_a_node_whose_law_has_no_rule_stops_the_tick(spark: SparkSession, sql: s
     broken = _with_root(plan, _relabel(plan.root, path, Law.FULL_RECOMPUTE))
     with pytest.raises(IvmError, match="full recompute law") as raised:
         maintain(broken, _inputs(spark), local=False)
+    assert raised.value.fragment == _at(plan.root, path).detail
+
+
+def _local_inputs(spark: SparkSession) -> dict[str, SourceInput]:
+    """:func:`_inputs` with the change feed in Arrow and the sources readable on the driver."""
+    inputs = {}
+    for name, given in _inputs(spark).items():
+        new, old = (to_arrow(frame_of(rows)) for rows in (given.new, given.old)
+                    if rows is not None)
+        delta = to_arrow(frame_of(given.delta)) if given.delta is not None else None
+        inputs[name] = replace(given, delta_arrow=delta, read_arrow=arrow_reader(new, old))
+    return inputs
+
+
+@pytest.mark.parametrize(("sql", "path"), [
+    (GROUPED, (0,)), (GROUPED, (0, 0)), (JOINED, (0, 0)), (JOINED, (0, 0, 1)),
+], ids=["its filter", "its scan", "join", "a scan in the join"])
+def test_the_local_engine_runs_the_plan_node_by_node_too(spark: SparkSession, sql: str,
+                                                         path: tuple[int, ...]) -> None:
+    """The local engine applies each node's law as Spark does: the plan ticks there, and a
+    node below the top relabelled full recompute stops the tick, naming it."""
+    plan = compile_view("v", sql, SCHEMAS)
+    inputs = _local_inputs(spark)
+    ran = maintain(plan, inputs)
+    assert ran.engine == "local", ran.engine_reason
+    view = multiset(recompute(plan, {name: SourceInput(given.old or given.new)
+                                     for name, given in inputs.items()}).collect())
+    for row in ran.rows.collect():
+        view[normal_row(tuple(row)[:-1])] += row["_weight"]
+    assert +view == multiset(recompute(plan, inputs).collect())
+    broken = _with_root(plan, _relabel(plan.root, path, Law.FULL_RECOMPUTE))
+    with pytest.raises(IvmError, match="full recompute law") as raised:
+        maintain(broken, inputs)
     assert raised.value.fragment == _at(plan.root, path).detail
 
 
