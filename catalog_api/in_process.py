@@ -11,7 +11,8 @@ write goes through :class:`catalog_api.store.CatalogStore`.
 Nothing authenticates the caller: it holds the database itself, as the service does.
 Errors are the ones a REST client raises for the same answers: pyiceberg's
 ``BadRequestError`` for a 400, ``ForbiddenError`` for a 403, ``RESTError`` for any other
-refusal of the service's own (:class:`catalog_api.errors.CatalogError`).
+refusal of the service's own (:class:`catalog_api.errors.CatalogError`), ``ServerError``
+when the catalog's database fails.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pyiceberg.exceptions import (
     BadRequestError,
     ForbiddenError,
     RESTError,
+    ServerError,
     TableAlreadyExistsError,
 )
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
@@ -33,6 +35,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableResponse, Table, TableProperties
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
+from sqlalchemy.exc import SQLAlchemyError
 
 from catalog_api.core.config import CatalogSettings
 from catalog_api.entity_rows import kind_of
@@ -56,11 +59,17 @@ _CLIENT_ERRORS: dict[int, type[RESTError]] = {400: BadRequestError, 403: Forbidd
 
 @contextmanager
 def _as_client_errors() -> Iterator[None]:
-    """Raise a service error as the pyiceberg error its REST answer would give a client."""
+    """Raise a service error as the pyiceberg error its REST answer would give a client.
+
+    A refusal by the store's rules as its status code's error; a failure of the catalog's
+    database (locked, unreachable) as ``ServerError``, the service's 500.
+    """
     try:
         yield
     except CatalogError as error:
         raise _CLIENT_ERRORS.get(error.code, RESTError)(str(error)) from None
+    except SQLAlchemyError as error:
+        raise ServerError(f"the catalog's database: {type(error).__name__}") from None
 
 
 class InProcessCatalog(SqlCatalog):

@@ -301,6 +301,9 @@ def _block_on_driver(scope: Scope, plan: ViewPlan) -> Maintained | str:
         types; NULL-typed when nothing changed) plus ``_weight``; or why Spark computes
         it: the plan (:func:`ivm.local_rules.refusal`), a change feed not in Arrow or
         larger than ``DRIVER_DELTA_MAX_ROWS``, or what could not run locally.
+
+    Raises:
+        IvmError: A node's law is not one its place in the plan allows.
     """
     refused = local_rules.refusal(plan.root)
     if refused is not None:
@@ -550,6 +553,9 @@ def _rows_on_driver(scope: Scope, rows: PlanNode, state: AggregateState) -> pa.T
         ``_weight``; or why Spark evaluates the block: a change feed is not in Arrow, a
         partner cannot be read there, or an expression is outside what
         :mod:`ivm.local_engine` computes exactly as Spark.
+
+    Raises:
+        IvmError: A node's law is not one its place in the plan allows.
     """
     if any(source not in scope.arrows for source in scope.changed):
         return "a change feed not in Arrow"

@@ -109,7 +109,7 @@ def run(scope: Scope, node: PlanNode, engine: EngineRules[R]) -> R | str:
         if len(node.children) != 2 or node.law not in (Law.LINEAR, Law.AFFECTED_KEY_RECOMPUTE):
             raise _unrunnable(node)
         if engine.set_operation is None:
-            return f"a set operation ({node.operator}) runs on Spark"
+            return f"the {engine.name} engine runs no set operation ({node.operator})"
         left = run(scope, node.children[0], engine)
         if isinstance(left, str):
             return left
@@ -121,7 +121,7 @@ def run(scope: Scope, node: PlanNode, engine: EngineRules[R]) -> R | str:
         raise _unrunnable(node)
     rule = engine.blocks.get(node.law)
     if rule is None:
-        return f"the {node.law} law of a {node.operator} node runs on Spark"
+        return f"the {engine.name} engine has no rule for the {node.law} law ({node.operator})"
     block = node.query
     items = _input_items(_block_input(node))
     if engine.lifts_derived_tables:

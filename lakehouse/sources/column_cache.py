@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar
 
 import numpy as np
@@ -60,19 +60,46 @@ class FileLayout:
         row_group_rows: Rows of each row group, in file order.
         arrow_schema: The file's Arrow schema (``ParquetFile.schema_arrow``).
         file_schema: The file's columns as Iceberg fields (pyiceberg's ``pyarrow_to_schema``).
+        projections: How the file's columns are read for each requested schema seen, by
+            its signature (:func:`lakehouse.sources.iceberg_positions.schema_signature`):
+            kept with the layout, so that a file read at every tick derives them once.
+            The only part that changes (entries are added; a lost race adds one twice).
     """
 
     row_group_rows: tuple[int, ...]
     arrow_schema: pa.Schema
     file_schema: Schema
+    projections: dict[Hashable, FileProjection] = field(
+        default_factory=dict, compare=False, repr=False)
 
     @property
     def nbytes(self) -> int:
         """An estimate of the bytes kept: 1.5 KiB per field, eight per row group.
 
-        Measured: pyiceberg's field objects dominate.
+        Measured: pyiceberg's field objects dominate. Counted when the layout is kept,
+        before any projection: each adds a pruned copy of the fields it reads (a view
+        reads a source in a few projections).
         """
         return 2048 + 1536 * len(self.file_schema.field_ids) + 8 * len(self.row_group_rows)
+
+
+@dataclass(frozen=True)
+class FileProjection:
+    """How one requested schema is read from one data file.
+
+    Attributes:
+        file_columns: The file's fields the schema reads, by field id (pyiceberg's
+            ``prune_columns`` of the file's schema).
+        unchanged: The requested schema's Arrow schema, when the file's columns read for
+            it are returned as read, under that schema: every requested field is
+            primitive (pyiceberg's conversion of a primitive column of the same type is
+            the column itself) and the conversion returned the columns' own names, types,
+            nullability and order, no field added (only the Parquet field ids of their
+            metadata dropped); None until seen, or when they need a conversion.
+    """
+
+    file_columns: Schema
+    unchanged: pa.Schema | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +224,7 @@ class ColumnCache:
             read: Reads the footer, called when no layout is kept.
 
         Returns:
-            The layout; shared, not to be changed.
+            The layout; shared: only its memo of projections (``projections``) grows.
         """
         key: LayoutKey = (file, "layout", derived_with)
         return self._kept(key, FileLayout, read)

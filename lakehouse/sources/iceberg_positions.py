@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,13 @@ from pyiceberg.utils.config import Config
 
 from ivm import WEIGHT
 from ivm.arrow_take import take_rows
-from lakehouse.sources.column_cache import ColumnCache, DataFileKey, FileLayout, ParquetOpener
+from lakehouse.sources.column_cache import (
+    ColumnCache,
+    DataFileKey,
+    FileLayout,
+    FileProjection,
+    ParquetOpener,
+)
 
 TaskPair = tuple[FileScanTask, FileScanTask]
 """One data file's scan task at the old snapshot and at the new one."""
@@ -201,8 +208,8 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
             groups, local = np.arange(len(sizes)), None
         else:
             groups, local = row_group_offsets(positions, sizes)
-        projected = prune_columns(layout.file_schema, _projected_ids(schema),
-                                  select_full_types=False)
+        projection = _file_projection(layout, schema)
+        projected = projection.file_columns
         # with no column of ``schema`` in the file, one of its columns still counts the rows
         names = [c.name for c in projected.columns] or layout.arrow_schema.names[:1]
         if cache is None:
@@ -213,6 +220,10 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
     rows = table if local is None else take_rows(table, local)
     if not schema.fields:  # pyiceberg's projection would drop the row count with the columns
         return rows.select([])
+    if projection.unchanged is not None and rows.schema.equals(projection.unchanged):
+        # what pyiceberg's conversion returns for these columns (their Parquet field ids
+        # dropped with the metadata)
+        return pa.Table.from_batches(rows.to_batches(), projection.unchanged)
     missing = _get_column_projection_values(
         data_file, schema, metadata.schema(), metadata.specs().get(data_file.spec_id),
         layout.file_schema.field_ids)
@@ -222,7 +233,32 @@ def rows_at(metadata: TableMetadata, io: FileIO, data_file: DataFile,
                for batch in rows.to_batches()]
     if not batches:
         return schema_to_pyarrow(schema, include_field_ids=False).empty_table()
+    if not missing and all(f.field_type.is_primitive for f in schema.fields) \
+            and all(b.schema.equals(rows.schema) for b in batches):
+        # (a list or map is rebuilt from its offsets: a NULL one becomes empty)
+        layout.projections[schema_signature(schema)] = replace(projection,
+                                                               unchanged=batches[0].schema)
     return pa.Table.from_batches(batches)
+
+
+def schema_signature(schema: Schema) -> tuple[tuple[int, str, str, bool, str | None], ...]:
+    """What a read's result depends on of a requested schema.
+
+    Each field's id, name, type, whether it is required, and its doc (in the field's
+    metadata).
+    """
+    return tuple((f.field_id, f.name, str(f.field_type), f.required, f.doc)
+                 for f in schema.fields)
+
+
+def _file_projection(layout: FileLayout, schema: Schema) -> FileProjection:
+    """How ``schema`` is read from the file of ``layout``: derived once, kept with it."""
+    key = schema_signature(schema)
+    projection = layout.projections.get(key)
+    if projection is None:
+        projection = layout.projections[key] = FileProjection(prune_columns(
+            layout.file_schema, _projected_ids(schema), select_full_types=False))
+    return projection
 
 
 def file_layout(metadata: TableMetadata, file: DataFileKey, parquet: ParquetOpener,

@@ -594,12 +594,11 @@ def test_refresh_writes_through_an_embedded_catalog_nothing_serves_from_its_own_
             assert summary["sinks"] == ["iceberg", "delta"], summary
         assert summary["mode"] == "incremental" and summary["engine"] == "local", summary
         spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('AA', 8, 4.0)")
-        embedded = Runtime(parse_config(data))  # the Python API: the same choice
-        result = embedded.refresh(embedded.config.views[0])
-        assert (result.mode, result.engine) == ("incremental", "local")
-        assert isinstance(embedded.catalog, InProcessCatalog)
-        assert embedded.server is None and not embedded.session.started  # no service, no JVM
-        embedded.close()
+        with Runtime(parse_config(data)) as embedded:  # the Python API: the same choice
+            result = embedded.refresh(embedded.config.views[0])
+            assert (result.mode, result.engine) == ("incremental", "local")
+            assert isinstance(embedded.catalog, InProcessCatalog)
+            assert embedded.server is None and not embedded.session.started  # no JVM either
     oracle = Runtime(parse_config(_config_data(catalog_server, namespace, airlines, ["iceberg"])))
     assert _iceberg_rows(rest_catalog, view) == _expected(oracle, oracle.config.views[0])
     copies = httpx.get(f"{catalog_server.uri}/polaris/v1/namespaces/{namespace}/generic-tables")

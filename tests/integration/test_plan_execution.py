@@ -19,9 +19,11 @@ from ivm import (
     SourceInput,
     ViewPlan,
     compile_view,
+    execute,
     maintain,
     recompute,
 )
+from ivm.local_rules import LOCAL
 from ivm.scope import Scope, frame_of
 from ivm.spark_arrow import to_arrow
 from tests.conftest import arrow_reader, multiset, normal_row
@@ -153,7 +155,7 @@ def _local_inputs(spark: SparkSession) -> dict[str, SourceInput]:
 def test_the_local_engine_runs_the_plan_node_by_node_too(spark: SparkSession, sql: str,
                                                          path: tuple[int, ...]) -> None:
     """The local engine applies each node's law as Spark does: the plan ticks there, and a
-    node below the top relabelled full recompute stops the tick, naming it."""
+    node below the top relabelled full recompute stops its run, naming it."""
     plan = compile_view("v", sql, SCHEMAS)
     inputs = _local_inputs(spark)
     ran = maintain(plan, inputs)
@@ -163,9 +165,12 @@ def test_the_local_engine_runs_the_plan_node_by_node_too(spark: SparkSession, sq
     for row in ran.rows.collect():
         view[normal_row(tuple(row)[:-1])] += row["_weight"]
     assert +view == multiset(recompute(plan, inputs).collect())
-    broken = _with_root(plan, _relabel(plan.root, path, Law.FULL_RECOMPUTE))
+    broken = _relabel(plan.root, path, Law.FULL_RECOMPUTE)
+    scope = Scope(lambda: spark, "t", {"flights"},
+                  {"flights": inputs["flights"].delta_arrow},
+                  {name: given.read_arrow for name, given in inputs.items()})
     with pytest.raises(IvmError, match="full recompute law") as raised:
-        maintain(broken, inputs)
+        execute.run(scope, broken, LOCAL)  # the local rules, with no Spark fallback
     assert raised.value.fragment == _at(plan.root, path).detail
 
 

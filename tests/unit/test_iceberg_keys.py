@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +17,7 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.types import LongType
 
 from ivm import KeyValues
+from lakehouse.sources import iceberg_positions
 from lakehouse.sources.column_cache import ColumnCache
 from lakehouse.sources.iceberg_keys import key_mask, rows_for_keys
 from lakehouse.sources.iceberg_positions import rows_at, sorted_difference
@@ -102,6 +104,51 @@ def test_a_data_file_whose_columns_are_kept_is_read_without_opening_it(tmp_path:
     assert again.equals(first) and again["id"].to_pylist() == [4, 2]
     with pytest.raises(FileNotFoundError):  # ``v`` is not kept: the file is opened
         rows_at(table.metadata, table.io, task.file, np.array([0]), both, cache)
+
+
+def test_a_kept_projection_reads_what_pyicebergs_conversion_gives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file read again with a kept layout gives the rows and the Arrow schema (no Parquet
+    field ids in it) of a read without one, without pyiceberg's conversion when it changes
+    nothing, as the table's schema evolves: a column renamed, one promoted to long."""
+    conversions: list[str] = []
+    convert = iceberg_positions._to_requested_schema
+
+    def counted(*args: Any, **kwargs: Any) -> pa.RecordBatch:
+        conversions.append("converted")
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(iceberg_positions, "_to_requested_schema", counted)
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=tmp_path.as_uri())
+    catalog.create_namespace("ns")
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int32()), "v": ["a", "b", "c"]})
+    table = catalog.create_table("ns.t", schema=rows.schema)
+    table.append(rows)
+    task = next(iter(table.scan().plan_files()))
+    cache = ColumnCache(1 << 20)
+
+    def read_twice() -> tuple[pa.Table, int]:
+        """A read without a cache; then two with it: the conversions of the second."""
+        fresh = rows_at(table.metadata, table.io, task.file, np.array([2, 0]), table.schema())
+        for _ in range(2):  # the second read uses the projection kept with the layout
+            conversions.clear()
+            kept = rows_at(table.metadata, table.io, task.file, np.array([2, 0]),
+                           table.schema(), cache)
+            assert kept.equals(fresh) and kept.schema.equals(fresh.schema, check_metadata=True)
+        return fresh, len(conversions)
+
+    fresh, converted = read_twice()
+    assert fresh.to_pylist() == [{"id": 3, "v": "c"}, {"id": 1, "v": "a"}] and not converted
+    with table.update_schema() as update:
+        update.rename_column("v", "label")
+    table = catalog.load_table("ns.t")
+    fresh, converted = read_twice()
+    assert fresh.column_names == ["id", "label"] and converted  # the file names it ``v``
+    with table.update_schema() as update:
+        update.update_column("id", LongType())
+    table = catalog.load_table("ns.t")
+    fresh, converted = read_twice()
+    assert fresh.schema.field("id").type == pa.int64() and converted
 
 
 @settings(max_examples=200, deadline=None)
