@@ -299,15 +299,16 @@ def _block_on_driver(scope: Scope, plan: ViewPlan) -> Maintained | str:
     Returns:
         The view's delta in Arrow: its columns (as the local engine types them, Spark's
         types; NULL-typed when nothing changed) plus ``_weight``; or why Spark computes
-        it: the plan (:func:`ivm.local_rules.refusal`), a change feed not in Arrow or
+        it: the plan (:func:`ivm.local_rules.shape_refusal`, then the rules' own
+        refusal of a block's expressions), a change feed not in Arrow or
         larger than ``DRIVER_DELTA_MAX_ROWS``, or what could not run locally.
 
     Raises:
         IvmError: A node's law is not one its place in the plan allows.
     """
-    refused = local_rules.refusal(plan.root)
+    refused = local_rules.shape_refusal(plan.root)  # the rules check the rest as they run
     if refused is not None:
-        return refused  # before the change feeds are counted
+        return refused
     change_rows = _local_change_rows(scope)
     if isinstance(change_rows, str):
         return change_rows

@@ -27,7 +27,7 @@ from ivm.local_recompute import grouped_block, recompute_delta
 from ivm.plan import PlanNode, block_input
 from ivm.scope import Scope
 
-__all__ = ["LOCAL", "refusal"]
+__all__ = ["LOCAL", "refusal", "shape_refusal"]
 
 
 def refusal(node: PlanNode) -> str | None:
@@ -39,20 +39,22 @@ def refusal(node: PlanNode) -> str | None:
     Returns:
         The reason, naming the construct at fault; None when the local rules take it.
     """
-    shape = _shape_refusal(node)
+    shape = shape_refusal(node)
     if shape is not None:
         return shape
-    assert isinstance(node.query, exp.Select), "_shape_refusal checks it"
+    assert isinstance(node.query, exp.Select), "shape_refusal checks it"
     if node.law is Law.LINEAR:
         return block_refusal(node.query)
     grouped = grouped_block(node.query)
     return grouped if isinstance(grouped, str) else None
 
 
-def _shape_refusal(node: PlanNode) -> str | None:
+def shape_refusal(node: PlanNode) -> str | None:
     """Why no local rule applies to the node's operator and law, or None.
 
-    An aggregate's outer join is refused by :func:`ivm.local_recompute.grouped_block`.
+    A check of the plan's shape alone, without :func:`refusal`'s walk of the block's
+    expressions (the rules walk them as they run). An aggregate's outer join is refused by
+    :func:`ivm.local_recompute.grouped_block`.
     """
     below = block_input(node)
     if isinstance(node.query, exp.Select) and below is not None and (
@@ -66,13 +68,13 @@ def _shape_refusal(node: PlanNode) -> str | None:
 
 def _linear(scope: Scope, node: PlanNode, block: exp.Select) -> pa.Table | str:
     """Filter, project and inner joins: the union of the block's delta terms."""
-    return _shape_refusal(node) or block_delta(
+    return shape_refusal(node) or block_delta(
         block, scope.arrows, scope.readers, scope.relation, scope.read_max_rows)
 
 
 def _recompute_keys(scope: Scope, node: PlanNode, block: exp.Select) -> pa.Table | str:
     """An aggregate's affected groups, at new (+1) and old (-1)."""
-    grouped = _shape_refusal(node) or grouped_block(block)
+    grouped = shape_refusal(node) or grouped_block(block)
     if isinstance(grouped, str):
         return grouped
     return recompute_delta(grouped, scope.arrows, scope.readers, scope.relation,
