@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import requests
 from pyiceberg.catalog import Catalog
@@ -214,7 +214,11 @@ def embedded_unserved(config: Config) -> bool:
     return config.catalog.embedded and not catalog_answers(config.catalog_uri)
 
 
-def catalog_mode(config: Config, serve: bool = False) -> str:
+CatalogMode = Literal["remote", "serve", "in_process"]
+"""How a process reaches the catalog (:func:`catalog_mode`)."""
+
+
+def catalog_mode(config: Config, serve: bool = False) -> CatalogMode:
     """How this process reaches the catalog (one probe of ``catalog.uri``).
 
     ``remote``: a service answers (or the catalog is not embedded). Else the embedded
