@@ -19,6 +19,7 @@ from urllib3.util.retry import Retry
 from catalog_api import CatalogSettings
 from lakehouse.config import Config
 from lakehouse.errors import CatalogAccessError, CatalogUnavailableError, ConfigError
+from lakehouse.rest_catalog import ConditionalRestCatalog
 from lakehouse.storage import pyiceberg_properties, storage_s3
 from lakehouse.storage_probe import prepare_warehouse
 
@@ -86,8 +87,9 @@ def connect_catalog(uri: str, credential: str | None = None,
     """
     client_id = credential.partition(":")[0] if credential else None
     try:
-        catalog = RestCatalog("lakehouse", uri=uri, **oauth_properties(uri, credential),
-                              **(properties or {}))
+        catalog = ConditionalRestCatalog("lakehouse", uri=uri,
+                                         **oauth_properties(uri, credential),
+                                         **(properties or {}))
         _retry_reads(catalog)
         catalog.list_namespaces()
         return catalog

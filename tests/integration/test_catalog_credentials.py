@@ -24,6 +24,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from catalog_api import CatalogSettings, RunningServer, serve_in_thread
 from catalog_api.core.config import S3Settings
 from catalog_api.credentials import session_policy, wants_vended_credentials
+from lakehouse.rest_catalog import ConditionalRestCatalog
 from tests.conftest_catalog import (
     SECURE_PRINCIPALS,
     CatalogServerHandle,
@@ -145,6 +146,26 @@ def test_vended_credentials_create_append_read(
     ]
     assert any(key.endswith(".parquet") for key in keys)
     assert any(key.endswith(".metadata.json") for key in keys)
+
+
+def test_the_pipelines_client_reloads_vended_credentials_every_time(
+    s3_catalog: RunningServer, no_ambient_aws: None
+) -> None:
+    """The conditional client remembers no answer carrying credentials: each load asks anew."""
+    client = ConditionalRestCatalog(
+        "vended", uri=s3_catalog.uri, **{"header.X-Iceberg-Access-Delegation": "vended-credentials"}
+    )
+    statuses: list[int] = []
+    client._session.hooks["response"].append(  # noqa: SLF001 - requests' public hook
+        lambda response, *args, **kwargs: statuses.append(response.status_code)
+    )
+    namespace = f"ns_{uuid.uuid4().hex[:8]}"
+    client.create_namespace(namespace)
+    client.create_table(f"{namespace}.t", schema=ARROW_SCHEMA)
+    del statuses[:]
+    loads = [client.load_table(f"{namespace}.t") for _ in range(2)]
+    assert statuses == [200, 200]
+    assert all(t.io.properties["s3.access-key-id"].startswith("ASIA") for t in loads)
 
 
 def test_load_table_answer_shape(s3_catalog: RunningServer) -> None:

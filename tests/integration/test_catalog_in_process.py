@@ -16,7 +16,12 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import BadRequestError, CommitFailedException, TableAlreadyExistsError
+from pyiceberg.exceptions import (
+    BadRequestError,
+    CommitFailedException,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
 from pyiceberg.table.update import AssertTableUUID, SetLocationUpdate
 
 from catalog_api.generic_table_models import CreateGenericTableRequest
@@ -148,3 +153,20 @@ def test_the_catalog_database_cannot_be_destroyed_through_it(
     with pytest.raises(NotImplementedError):
         in_process.destroy_tables()
     assert rest_catalog.table_exists(f"{namespace}.t")
+
+
+def test_a_metadata_file_is_parsed_once_and_a_change_is_seen_at_the_next_load(
+    in_process: InProcessCatalog, rest_catalog: RestCatalog, namespace: str,
+) -> None:
+    identifier = f"{namespace}.t"
+    in_process.create_table(identifier, ROWS.schema).append(ROWS)
+    first, second = in_process.load_table(identifier), in_process.load_table(identifier)
+    assert second.metadata is first.metadata and second is not first
+    rest_catalog.load_table(identifier).append(ROWS)  # another client's commit
+    changed = in_process.load_table(identifier)
+    assert changed.metadata_location != first.metadata_location
+    assert changed.scan().to_arrow().num_rows == 6
+    assert first.scan().to_arrow().num_rows == 3  # a load is a snapshot of the metadata
+    in_process.drop_table(identifier)
+    with pytest.raises(NoSuchTableError):
+        in_process.load_table(identifier)
