@@ -119,7 +119,33 @@ def plan_commit(
         ) from exc
     except (ValueError, AttributeError, KeyError) as exc:
         raise BadRequestError(f"Cannot apply updates to {'.'.join(identifier)}: {exc}") from exc
-    return PlannedCommit(identifier=identifier, base=base, staged=staged)
+    return PlannedCommit(identifier=identifier, base=base, staged=_parents_kept(base, staged))
+
+
+def _parents_kept(base: Table | None, staged: StagedTable) -> StagedTable:
+    """``staged`` with every snapshot's parent id as in ``base``: a snapshot never changes.
+
+    pyiceberg's ``remove-snapshots`` clears the parent id of a snapshot whose parent it
+    removes; Iceberg's Java ``TableMetadata`` keeps it, naming a snapshot no longer in the
+    metadata (the spec's ``parent-snapshot-id`` is part of an immutable snapshot; lineage
+    walks stop at a parent not found). A Java client's file cleanup after its own expiry
+    (``ExpireSnapshots``, ``ReachableFileCleanup``) compares the snapshots before and after
+    the commit by value: a kept snapshot whose parent id had changed counted as expired,
+    and its manifest list was deleted.
+    """
+    if base is None:
+        return staged
+    parents = {s.snapshot_id: s.parent_snapshot_id for s in base.metadata.snapshots}
+    changed = [s for s in staged.metadata.snapshots if s.snapshot_id in parents
+               and s.parent_snapshot_id != parents[s.snapshot_id]]
+    if not changed:
+        return staged
+    snapshots = [s.model_copy(update={"parent_snapshot_id": parents[s.snapshot_id]})
+                 if s in changed else s for s in staged.metadata.snapshots]
+    return StagedTable(identifier=staged.name(),
+                       metadata=staged.metadata.model_copy(update={"snapshots": snapshots}),
+                       metadata_location=staged.metadata_location, io=staged.io,
+                       catalog=staged.catalog)
 
 
 def _read(read: Callable[[], T], what: str) -> T:

@@ -60,7 +60,7 @@ def lineage(metadata: TableMetadata, old: int, new: int, *, source: str) -> Line
         if parent is None:
             return Lineage(
                 None, f"snapshot {old} is not an ancestor of {new} (rollback, moved ref, or "
-                "snapshots in between expired: removing one clears its child's parent id)")
+                "snapshots in between expired by a catalog that clears a child's parent id)")
         current = metadata.snapshot_by_id(parent)
         if current is None:
             return Lineage(None, f"snapshot {parent} between {old} and {new} was expired")

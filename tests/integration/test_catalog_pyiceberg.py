@@ -475,3 +475,19 @@ def test_without_credentials_every_call_gets_401(
                  lambda: anonymous.create_namespace("mine")):
         with pytest.raises(UnauthorizedError, match=refused):
             call()
+
+
+def test_expiring_a_snapshot_leaves_its_childs_parent_id(
+    any_catalog: RestCatalog, any_namespace: str
+) -> None:
+    """A snapshot never changes: its parent id still names the expired one (as Java keeps it)."""
+    table = any_catalog.create_table(f"{any_namespace}.expiring", schema=ARROW_SCHEMA)
+    for value in range(3):
+        table.append(pa.table({"id": [value], "name": ["x"]}, schema=ARROW_SCHEMA))
+    first, second, third = (s.snapshot_id for s in table.snapshots())
+    table.maintenance.expire_snapshots().by_id(first).commit()
+    reloaded = any_catalog.load_table(f"{any_namespace}.expiring")
+    assert [s.snapshot_id for s in reloaded.snapshots()] == [second, third]
+    kept = reloaded.metadata.snapshot_by_id(second)
+    assert kept is not None and kept.parent_snapshot_id == first
+    assert sorted(reloaded.scan().to_arrow()["id"].to_pylist()) == [0, 1, 2]
