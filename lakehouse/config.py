@@ -151,6 +151,18 @@ class CatalogConfig(_Strict):
         return int(self.listen.rpartition(":")[2])
 
 
+DEFAULT_SPARK_NICENESS = 10
+"""How much lower than the pipeline's the CPU priority of a local Spark JVM is, by default.
+
+A local master runs the executors in the driver's JVM, on the cores the pipeline's own
+process needs for its local-engine ticks (refreshes of a fraction of a second, held to a
+target lag of seconds) and the catalog service. On the soak benchmark's two cores, two
+Spark full refreshes took a whole core and the fast views' lag rose past their 5 s target.
+Lowered by 10 (Linux ``nice``, as Spark's ``SPARK_NICENESS`` lowers its daemons), the JVM
+still has every core nobody else wants and yields them to the latency-bound work when it
+wants them."""
+
+
 class SparkConfig(_Strict):
     """The Spark session of the pipeline.
 
@@ -165,6 +177,9 @@ class SparkConfig(_Strict):
         jars_packages: Maven coordinates for ``spark.jars.packages``, resolved by Spark itself
             instead (:func:`lakehouse.spark.jars.maven_coordinates` lists them).
         log_level: Spark's log level once the session runs.
+        niceness: With a ``local`` master, how much lower the Spark JVM's CPU priority is
+            than the pipeline's (Linux ``nice``, 0 to 19; 0 keeps it equal); see
+            :data:`DEFAULT_SPARK_NICENESS`.
     """
 
     master: str | None = None
@@ -173,6 +188,7 @@ class SparkConfig(_Strict):
     jars: list[str] = Field(default_factory=list)
     jars_packages: str | None = None
     log_level: Literal["ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"] = "ERROR"
+    niceness: int = Field(default=DEFAULT_SPARK_NICENESS, ge=0, le=19)
 
 
 class IcebergSource(_Strict):

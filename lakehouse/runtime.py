@@ -216,6 +216,7 @@ class Runtime(AbstractContextManager["Runtime"]):
             warehouse=config.warehouse_uri, extra_conf=config.spark.conf,
             jars=[Path(j) for j in config.spark.jars] or None,
             jars_packages=config.spark.jars_packages, s3=storage_s3(config),
+            niceness=config.spark.niceness,
         )
         # Iceberg's "Unclosed ResolvingFileIO" warnings print whole stack traces.
         spark.sparkContext.setLogLevel(config.spark.log_level)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from catalog_api.core.config import S3Settings
 from lakehouse.catalog_client import oauth_properties
+from lakehouse.config import DEFAULT_SPARK_NICENESS
 from lakehouse.spark.jars import spark_jars
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ DELTA_CATALOG_CLASS = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 ICEBERG_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 DEFAULT_MASTER = "local[2]"
 """The master of a session started from plain Python when none is given."""
+log = logging.getLogger(__name__)
 # Small-machine defaults; any of them can be overridden through ``extra_conf``.
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.driver.memory": "2g",
@@ -188,6 +192,7 @@ def build_spark_session(
     jars_packages: str | None = None,
     catalog_credential: str | None = None,
     s3: S3Settings | None = None,
+    niceness: int = DEFAULT_SPARK_NICENESS,
 ) -> SparkSession:
     """Start (or reuse) a Spark session with Iceberg, Delta and one Iceberg catalog as default.
 
@@ -216,6 +221,10 @@ def build_spark_session(
         jars_packages: Maven coordinates for ``spark.jars.packages``, used instead of jars.
         catalog_credential: ``client_id:secret`` of the pipeline's principal at the catalog.
         s3: The S3 storage of the warehouse or sources, if any (:func:`s3_session_conf`).
+        niceness: With a ``local`` master, how much lower the JVM's CPU priority is than
+            this process's (:data:`lakehouse.config.DEFAULT_SPARK_NICENESS`;
+            Linux only, 0 to 19). Applies only
+            when this call starts the JVM.
 
     Returns:
         The session, with log level WARN.
@@ -248,6 +257,48 @@ def build_spark_session(
         builder = builder.master(master or DEFAULT_MASTER)
     for key, value in conf.items():
         builder = builder.config(key, value)
+    effective_master = master or (DEFAULT_MASTER if submitted is None else None)
+    if niceness and effective_master is not None and effective_master.startswith("local"):
+        _launch_jvm({**conf, "spark.master": effective_master}, niceness)
     spark = builder.getOrCreate()  # a reused session takes the runtime (catalog) settings only
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _launch_jvm(conf: Mapping[str, str], niceness: int) -> None:
+    """Start the driver's JVM at ``niceness`` below this process's priority (Linux).
+
+    On Linux a nice value belongs to a thread, and a process started by a thread starts
+    with that thread's: a short-lived thread lowers its own priority, then starts the JVM
+    (``spark-submit`` with ``conf``, as ``SparkSession.builder.getOrCreate`` would), whose
+    threads all inherit it. The calling thread's priority is unchanged. Nothing happens
+    when a JVM already runs; elsewhere than Linux the JVM starts later at this process's
+    priority (a warning says so).
+
+    Raises:
+        pyspark.errors.PySparkRuntimeError: The JVM did not start.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None:  # noqa: SLF001 - already started: nothing to do
+        return
+    if sys.platform != "linux":
+        log.warning("the Spark JVM runs at this process's CPU priority: lowering it "
+                    "(spark.niceness) needs Linux")
+        return
+    failure: list[BaseException] = []
+
+    def launch() -> None:
+        try:
+            own = os.getpriority(os.PRIO_PROCESS, 0)  # this thread's (Linux)
+            os.setpriority(os.PRIO_PROCESS, 0, min(19, own + niceness))
+            spark_conf = SparkConf().setAll(list(conf.items()))
+            SparkContext._ensure_initialized(conf=spark_conf)  # noqa: SLF001 - starts the JVM
+        except BaseException as error:  # re-raised on the caller's thread
+            failure.append(error)
+
+    thread = threading.Thread(target=launch, name="spark-jvm-launch")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -195,3 +197,31 @@ def test_rest_catalog_through_the_runtime_jar(spark, catalog_server, rest_catalo
         f"{catalog_server.uri}/v1/namespaces/{namespace}/tables/{name}/metrics"
     ).json()["reports"]
     assert {"scan-report", "commit-report"} <= {r["report-type"] for r in reports}
+
+
+NICENESS_PROBE = """
+import json, os, pathlib, sys
+from lakehouse.spark.session import build_spark_session
+
+before = os.getpriority(os.PRIO_PROCESS, 0)
+spark = build_spark_session(app_name="niceness", catalog_name="h", catalog_uri="",
+                            warehouse=sys.argv[1], catalog_type="hadoop", niceness=7)
+assert spark.range(1000).selectExpr("sum(id)").first()[0] == 499500  # executor threads
+jvm = spark.sparkContext._gateway.proc.pid
+threads = [int(p.read_text().rpartition(")")[2].split()[16])
+           for p in pathlib.Path(f"/proc/{jvm}/task").glob("*/stat")]
+print(json.dumps({"before": before, "after": os.getpriority(os.PRIO_PROCESS, 0),
+                  "jvm_threads": threads}))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's nice value is its own on Linux")
+def test_a_local_jvm_runs_below_the_callers_cpu_priority(tmp_path: Path) -> None:
+    """Every thread of the JVM runs at the caller's nice value plus ``niceness``; the
+    calling thread's own is unchanged (a process of its own: the JVM starts once)."""
+    probe = subprocess.run([sys.executable, "-c", NICENESS_PROBE, str(tmp_path)],
+                           capture_output=True, text=True, timeout=300, check=True)
+    seen = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert seen["after"] == seen["before"]
+    assert len(seen["jvm_threads"]) > 10
+    assert set(seen["jvm_threads"]) == {min(19, seen["before"] + 7)}
