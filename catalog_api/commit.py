@@ -136,12 +136,12 @@ def _parents_kept(base: Table | None, staged: StagedTable) -> StagedTable:
     if base is None:
         return staged
     parents = {s.snapshot_id: s.parent_snapshot_id for s in base.metadata.snapshots}
-    changed = [s for s in staged.metadata.snapshots if s.snapshot_id in parents
-               and s.parent_snapshot_id != parents[s.snapshot_id]]
+    changed = {s.snapshot_id for s in staged.metadata.snapshots if s.snapshot_id in parents
+               and s.parent_snapshot_id != parents[s.snapshot_id]}
     if not changed:
         return staged
     snapshots = [s.model_copy(update={"parent_snapshot_id": parents[s.snapshot_id]})
-                 if s in changed else s for s in staged.metadata.snapshots]
+                 if s.snapshot_id in changed else s for s in staged.metadata.snapshots]
     return StagedTable(identifier=staged.name(),
                        metadata=staged.metadata.model_copy(update={"snapshots": snapshots}),
                        metadata_location=staged.metadata_location, io=staged.io,

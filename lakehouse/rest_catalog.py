@@ -45,9 +45,10 @@ LOADS_KEPT = 256
 SNAPSHOT_LOADING_MODE = "snapshot-loading-mode"
 """pyiceberg's property for the ``snapshots`` query parameter of ``loadTable``."""
 
-_CREDENTIAL_KEYS = ("s3.access-key-id", "s3.session-token", "s3.signer", "s3.remote-signing",
-                    "adls.sas-token", "gcs.oauth2.token")
-"""Config keys of per-request answers (vended credentials, remote signing)."""
+_CREDENTIAL_PREFIXES = ("s3.access-key-id", "s3.secret-access-key", "s3.session-token",
+                        "s3.signer", "s3.remote-signing", "adls.sas-token", "gcs.oauth2.token")
+"""Config key prefixes of per-request answers (vended credentials, remote signing; ADLS
+keys carry the account after the prefix)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class ConditionalRestCatalog(RestCatalog):
                   answer: TableResponse, table: Table) -> None:
         """Keep a load's answer for the next load's ``If-None-Match``, unless per-request."""
         per_request = answer.storage_credentials or any(
-            k in answer.config for k in _CREDENTIAL_KEYS)
+            key.startswith(_CREDENTIAL_PREFIXES) for key in answer.config)
         with self._loads_lock:
             if not etag or per_request or answer.metadata_location is None:
                 self._loads.pop(key, None)

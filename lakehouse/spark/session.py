@@ -257,7 +257,8 @@ def build_spark_session(
         builder = builder.master(master or DEFAULT_MASTER)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    effective_master = master or (DEFAULT_MASTER if submitted is None else None)
+    effective_master = conf.get("spark.master",  # extra_conf's wins, as in the builder
+                                master or (DEFAULT_MASTER if submitted is None else None))
     if niceness and effective_master is not None and effective_master.startswith("local"):
         _launch_jvm({**conf, "spark.master": effective_master}, niceness)
     spark = builder.getOrCreate()  # a reused session takes the runtime (catalog) settings only
@@ -271,9 +272,10 @@ def _launch_jvm(conf: Mapping[str, str], niceness: int) -> None:
     On Linux a nice value belongs to a thread, and a process started by a thread starts
     with that thread's: a short-lived thread lowers its own priority, then starts the JVM
     (``spark-submit`` with ``conf``, as ``SparkSession.builder.getOrCreate`` would), whose
-    threads all inherit it. The calling thread's priority is unchanged. Nothing happens
-    when a JVM already runs; elsewhere than Linux the JVM starts later at this process's
-    priority (a warning says so).
+    threads all inherit it. The calling thread's priority is unchanged; py4j's finalizer
+    thread, started with the gateway, keeps the lowered one (it only releases Java
+    objects). Nothing happens when a JVM already runs (under ``spark-submit`` too);
+    elsewhere than Linux the JVM starts later at this process's priority.
 
     Raises:
         pyspark.errors.PySparkRuntimeError: The JVM did not start.
@@ -283,8 +285,8 @@ def _launch_jvm(conf: Mapping[str, str], niceness: int) -> None:
     if SparkContext._gateway is not None:  # noqa: SLF001 - already started: nothing to do
         return
     if sys.platform != "linux":
-        log.warning("the Spark JVM runs at this process's CPU priority: lowering it "
-                    "(spark.niceness) needs Linux")
+        log.debug("the Spark JVM runs at this process's CPU priority: lowering it "
+                  "(spark.niceness) needs Linux")
         return
     failure: list[BaseException] = []
 
