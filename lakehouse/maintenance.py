@@ -426,12 +426,12 @@ def expire_iceberg(spark: SparkSession, catalog_name: str, identifier: str,
         return 0
     jvm = spark._jvm  # noqa: SLF001 - pyspark's gateway to the driver's JVM
     assert jvm is not None
-    _GUAVA = jvm.org.apache.iceberg.relocated.com.google.common  # noqa: N806 - Iceberg's
+    guava = jvm.org.apache.iceberg.relocated.com.google.common  # shaded in Iceberg's jar
     try:
         table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             spark._jsparkSession, f"{catalog_name}.{identifier}")  # noqa: SLF001
         cleaned = jvm.java.util.stream.Stream.builder()  # a Consumer<String>: the paths
-        on_this_thread = _GUAVA.util.concurrent.MoreExecutors.newDirectExecutorService()
+        on_this_thread = guava.util.concurrent.MoreExecutors.newDirectExecutorService()
         expiry = (table.expireSnapshots().expireOlderThan(0).cleanExpiredFiles(True)
                   .executeDeleteWith(on_this_thread))  # the builder is not thread-safe
         for snapshot_id in snapshot_ids:

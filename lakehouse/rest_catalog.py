@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from cachetools import LRUCache
-from pyiceberg.catalog.rest import _RETRY_ARGS, Capability, Endpoints, RestCatalog, TableResponse
+from pyiceberg.catalog.rest import (
+    _RETRY_ARGS,
+    SNAPSHOT_LOADING_MODE,
+    Capability,
+    Endpoints,
+    RestCatalog,
+    TableResponse,
+)
 from pyiceberg.catalog.rest.response import _handle_non_200_response
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.io import FileIO
@@ -41,9 +48,6 @@ __all__ = ["LOADS_KEPT", "ConditionalRestCatalog"]
 
 LOADS_KEPT = 256
 """Table loads remembered (least recently used dropped): a pipeline's sources and sinks."""
-
-SNAPSHOT_LOADING_MODE = "snapshot-loading-mode"
-"""pyiceberg's property for the ``snapshots`` query parameter of ``loadTable``."""
 
 _CREDENTIAL_PREFIXES = ("s3.access-key-id", "s3.secret-access-key", "s3.session-token",
                         "s3.signer", "s3.remote-signing", "adls.sas-token", "gcs.oauth2.token")
