@@ -22,8 +22,11 @@ small refresh of a long-lived view stays cheap:
 - ``Transaction.table_metadata`` replays the staged updates and deep-copies the whole
   metadata (every snapshot) on each read, and one commit reads it about twenty times:
   :class:`_Transaction` computes it once per staged state (what apache/iceberg-python
-  pull request 3302 / 3784 does upstream), and not at all while nothing is staged, so one
-  commit copies the metadata once (to read its uuid, in ``commit_transaction``).
+  pull request 3302 / 3784 does upstream), and not at all while nothing is staged; and
+  computes it without the deep copy that ``update_table_metadata`` ends with (each update
+  already copies what it changes and shares the rest), so a commit copies no metadata. On
+  the soak benchmark that copy, one a commit (to read the table's uuid in
+  ``commit_transaction``), was a twentieth of the pipeline's interpreter-lock samples.
 - An overwrite carries every manifest of the parent snapshot forward, including the
   manifests of earlier overwrites that hold only ``DELETED`` entries, so the manifest list
   grows by one per refresh and each commit reads them all: :class:`_Overwrite` keeps only
@@ -44,7 +47,7 @@ from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation
-from pyiceberg.table.update import TableUpdate
+from pyiceberg.table.update import TableUpdate, _apply_table_update, _TableMetadataUpdateContext
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 
 NO_RETRIES = {TableProperties.COMMIT_NUM_RETRIES: "0"}
@@ -133,8 +136,23 @@ class _Transaction(Transaction):
             return self._table.metadata
         memo = self._memo
         if memo is None or memo[0] is not self._table.metadata or memo[1] is not self._updates:
-            memo = self._memo = (self._table.metadata, self._updates, super().table_metadata)
+            staged = _staged(self._table.metadata, self._updates)
+            memo = self._memo = (self._table.metadata, self._updates, staged)
         return memo[2]
+
+
+def _staged(base: TableMetadata, updates: tuple[TableUpdate, ...]) -> TableMetadata:
+    """``base`` with ``updates`` applied: pyiceberg's ``update_table_metadata`` less its copy.
+
+    That function ends with a deep copy of the whole metadata, but each update already
+    returns a copy with what it changes replaced (``model_copy(update=...)``) and the rest
+    shared with ``base``, which nobody mutates.
+    ``last-updated-ms`` is left as staged: the catalog sets it when it applies the commit.
+    """
+    context = _TableMetadataUpdateContext()
+    for update in updates:
+        base = _apply_table_update(update, base, context)
+    return base
 
 
 class _Overwrite(_OverwriteFiles):

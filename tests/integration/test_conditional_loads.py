@@ -73,8 +73,22 @@ def test_a_commit_through_a_reused_table_leaves_the_other_loads_alone(
     assert kept.metadata.current_snapshot_id != writer.metadata.current_snapshot_id
     assert kept.scan().to_arrow().num_rows == 2  # a load is a snapshot of the metadata
     fresh = client.load_table(identifier)
-    assert statuses == [200, 304, 200]
-    assert fresh.metadata.current_snapshot_id == writer.metadata.current_snapshot_id
+    assert statuses == [200, 304, 304]  # the commit's answer is the next load's
+    assert fresh.metadata is writer.metadata
+    assert fresh.scan().to_arrow().num_rows == 4
+
+
+def test_a_commit_answer_is_remembered_only_while_it_is_the_tables_metadata(
+    catalog_server: CatalogServerHandle, rest_catalog: RestCatalog, catalog_namespace: str
+) -> None:
+    identifier = f"{catalog_namespace}.t"
+    rest_catalog.create_table(identifier, SCHEMA).append(ROWS)
+    client, statuses = _client(catalog_server)
+    client.load_table(identifier).append(ROWS)
+    rest_catalog.load_table(identifier).append(ROWS)  # another client commits after it
+    seen = client.load_table(identifier)
+    assert statuses == [200, 200]
+    assert seen.scan().to_arrow().num_rows == 6
 
 
 def test_a_dropped_table_is_not_answered_from_memory(
