@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io.pyarrow import PyArrowFile, PyArrowFileIO
+from pyiceberg.manifest import clear_manifest_cache
 from pyiceberg.table import Table
 
 from lakehouse.sources.iceberg_files import changed_files
@@ -69,3 +70,14 @@ def test_no_cache_keeps_nothing(tmp_path: Path) -> None:
     cache.manifests(io, snapshot)
     cache.manifests(io, snapshot)
     assert io.opened[snapshot.manifest_list] == 2
+
+
+def test_lists_naming_the_same_manifest_share_one_decoded_object(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    cache = ManifestCache()
+    older, newer = table.metadata.snapshots[-2:]
+    by_path = {m.manifest_path: m for m in cache.manifests(table.io, older)}
+    clear_manifest_cache()  # as when a source's manifests outgrow pyiceberg's own cache
+    shared = [m for m in cache.manifests(table.io, newer) if m.manifest_path in by_path]
+    assert len(shared) == len(by_path) == 2  # fast appends: the newer list adds one
+    assert all(m is by_path[m.manifest_path] for m in shared)
