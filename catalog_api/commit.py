@@ -67,19 +67,13 @@ class PlannedCommit:
         )
 
 
-def _load_or_none(catalog: SqlCatalog, identifier: Identifier) -> Table | None:
-    try:
-        return catalog.load_table(identifier)
-    except NoSuchTableError:
-        return None
-
-
 def plan_commit(
     catalog: SqlCatalog,
     identifier: Identifier,
     requirements: Sequence[TableRequirement],
     updates: Sequence[TableUpdate],
     default_location: Callable[[], str],
+    load: Callable[[Identifier], Table | None],
 ) -> PlannedCommit:
     """Validate requirements and apply updates to one table, in memory.
 
@@ -89,6 +83,7 @@ def plan_commit(
         requirements: Requirements that must hold on the current metadata.
         updates: Updates to apply, in order.
         default_location: Gives the location used when a create transaction sets none.
+        load: The table as it stands, or None when no table has the name.
 
     Returns:
         The planned commit.
@@ -99,7 +94,7 @@ def plan_commit(
         CommitFailedException: If a requirement does not hold.
         BadRequestError: If the updates cannot be applied to the metadata.
     """
-    base = _load_or_none(catalog, identifier)
+    base = load(identifier)
     is_create = any(isinstance(req, AssertCreate) for req in requirements)
     if base is None and not is_create:
         raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")

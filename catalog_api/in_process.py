@@ -17,12 +17,10 @@ when the catalog's database fails.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from cachetools import LRUCache
 from pyiceberg.catalog import Catalog, PropertiesUpdateSummary
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
@@ -32,12 +30,9 @@ from pyiceberg.exceptions import (
     ServerError,
     TableAlreadyExistsError,
 )
-from pyiceberg.io import load_file_io
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table, TableProperties
-from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 from sqlalchemy.exc import SQLAlchemyError
@@ -55,12 +50,9 @@ if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.typedef import TableVersion
 
-__all__ = ["PARSED_KEPT", "InProcessCatalog"]
+__all__ = ["InProcessCatalog"]
 
 T = TypeVar("T")
-
-PARSED_KEPT = 256
-"""Table metadata files kept parsed by :meth:`InProcessCatalog.load_table`, by location."""
 
 _CLIENT_ERRORS: dict[int, type[RESTError]] = {400: BadRequestError, 403: ForbiddenError}
 
@@ -102,8 +94,6 @@ class InProcessCatalog(SqlCatalog):
             self.engine.dispose()
             raise
         self.generic_tables = GenericTableStore(self.store)
-        self._parsed: LRUCache[str, TableMetadata] = LRUCache(PARSED_KEPT)
-        self._parsed_lock = threading.Lock()
 
     def close(self) -> None:
         """Release the database connections of the store and of this client."""
@@ -122,9 +112,10 @@ class InProcessCatalog(SqlCatalog):
         """Load a table; a metadata file parsed before is not read and parsed again.
 
         One primary-key lookup names the table's current metadata file, as for the
-        service's ``loadTable`` ETag. A metadata file never changes once written, so the
-        last :data:`PARSED_KEPT` parsed are kept by location; each load gets a ``Table`` of
-        its own (a commit through a ``Table`` replaces that object's metadata).
+        service's ``loadTable`` ETag; the file is parsed once, by the store
+        (:meth:`catalog_api.store.CatalogStore.read_metadata`, which also keeps what its
+        commits write). Each load gets a ``Table`` of its own (a commit through a ``Table``
+        replaces that object's metadata).
 
         Raises:
             NoSuchTableError: No table has this name.
@@ -133,13 +124,7 @@ class InProcessCatalog(SqlCatalog):
         parts = Catalog.identifier_to_tuple(identifier)
         with _as_client_errors():
             location = self.store.metadata_location(parts)
-        with self._parsed_lock:
-            metadata = self._parsed.get(location)
-        if metadata is None:
-            io = load_file_io(properties=self.properties, location=location)
-            metadata = FromInputFile.table_metadata(io.new_input(location))
-            with self._parsed_lock:
-                self._parsed[location] = metadata
+        metadata = self.store.read_metadata(location)
         return Table(identifier=parts, metadata=metadata, metadata_location=location,
                      io=self._load_file_io(metadata.properties, location), catalog=self)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from cachetools import LRUCache
 from pyiceberg.catalog import PropertiesUpdateSummary
 from pyiceberg.catalog.rest import TableResponse
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
@@ -26,7 +27,7 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.serializers import Compressor, FromInputFile
-from pyiceberg.table import CommitTableResponse
+from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
@@ -57,6 +58,9 @@ from catalog_api.models import CreateTableBody
 from catalog_api.purge import purge_table
 
 logger = logging.getLogger(__name__)
+
+PARSED_KEPT = 256
+"""Table metadata files kept parsed by :meth:`CatalogStore.read_metadata`, by location."""
 
 SnapshotMode = Literal["all", "refs"]
 #: Gives ``(identifier, location)`` of entities whose location is not in a metadata file.
@@ -133,6 +137,9 @@ class CatalogStore:
         self.table_bodies = BodyCache(settings.table_body_cache_bytes)
         # metadata file -> table or view location; files are immutable, entries never go stale
         self._location_in = functools.lru_cache(maxsize=65536)(self._read_location)
+        # metadata file -> parsed metadata (immutable files; shared, never mutated)
+        self._parsed: LRUCache[str, TableMetadata] = LRUCache(PARSED_KEPT)
+        self._parsed_lock = threading.Lock()
         #: Further entities with a location (generic tables register theirs here).
         self.location_sources: list[LocationSource] = []
 
@@ -476,12 +483,40 @@ class CatalogStore:
     def read_metadata(self, metadata_location: str) -> TableMetadata:
         """Read and parse one table metadata file with the server's FileIO.
 
+        A metadata file never changes once written: the last :data:`PARSED_KEPT` parsed
+        (or written by a commit here) are kept by location, shared by every caller, who must
+        not mutate them (pyiceberg's updates copy what they change).
+
         Raises:
             OSError: If the file cannot be read; pydantic's ``ValidationError`` if it does
                 not parse.
         """
-        io = self.catalog._load_file_io(location=metadata_location)
-        return FromInputFile.table_metadata(io.new_input(metadata_location))
+        with self._parsed_lock:
+            metadata = self._parsed.get(metadata_location)
+        if metadata is None:
+            io = self.catalog._load_file_io(location=metadata_location)
+            metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+            self._keep_parsed(metadata_location, metadata)
+        return metadata
+
+    def _keep_parsed(self, metadata_location: str, metadata: TableMetadata) -> None:
+        with self._parsed_lock:
+            self._parsed[metadata_location] = metadata
+
+    def load_table_or_none(self, identifier: Identifier) -> Table | None:
+        """The table as it stands (its metadata through :meth:`read_metadata`), or None.
+
+        Raises:
+            OSError: The metadata file cannot be read.
+        """
+        try:
+            location = self.metadata_location(identifier)
+        except NoSuchTableError:
+            return None
+        metadata = self.read_metadata(location)
+        return Table(identifier=identifier, metadata=metadata, metadata_location=location,
+                     io=self.catalog._load_file_io(metadata.properties, location),
+                     catalog=self.catalog)
 
     def _registrable(self, metadata_location: str) -> TableMetadata:
         """Read a metadata file a client names; the error never quotes the file."""
@@ -552,6 +587,7 @@ class CatalogStore:
             change.requirements,
             change.updates,
             lambda: self.default_table_location(identifier[:-1], identifier[-1]),
+            self.load_table_or_none,
         )
         self._check_locations(plan)
         return plan
@@ -588,7 +624,14 @@ class CatalogStore:
         """
         plan = self._plan(change)
         publish_commits(self.catalog, [plan], self._lock)
+        self._keep_published([plan])
         return plan.response()
+
+    def _keep_published(self, plans: Sequence[PlannedCommit]) -> None:
+        """Keep the metadata just written, parsed: the next commit's base, the next load's."""
+        for plan in plans:
+            if plan.changed:
+                self._keep_parsed(plan.staged.metadata_location, plan.staged.metadata)
 
     def commit_transaction(self, changes: Sequence[TableChangeRequest]) -> None:
         """Commit changes to several tables: all of them or none.
@@ -603,3 +646,4 @@ class CatalogStore:
         """
         plans = [self._plan(change) for change in changes]
         publish_commits(self.catalog, plans, self._lock)
+        self._keep_published(plans)

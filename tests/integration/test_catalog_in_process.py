@@ -170,3 +170,15 @@ def test_a_metadata_file_is_parsed_once_and_a_change_is_seen_at_the_next_load(
     in_process.drop_table(identifier)
     with pytest.raises(NoSuchTableError):
         in_process.load_table(identifier)
+
+
+def test_the_metadata_a_commit_writes_is_kept_parsed_for_the_next_load_and_commit(
+    in_process: InProcessCatalog, namespace: str,
+) -> None:
+    identifier = f"{namespace}.t"
+    writer = in_process.create_table(identifier, ROWS.schema)
+    writer.append(ROWS)
+    loaded = in_process.load_table(identifier)
+    assert loaded.metadata is writer.metadata  # the commit's own metadata, not re-parsed
+    loaded.append(ROWS)  # its base comes from the store's parsed metadata
+    assert in_process.load_table(identifier).scan().to_arrow().num_rows == 6
