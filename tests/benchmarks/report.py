@@ -685,8 +685,8 @@ def _soak_rss(soak: dict[str, Any]) -> list[str]:
              g.get("growth_mib", "–"), g.get("slope_mib_per_min", "–"), g.get("max_mib", "–")]
             for key, g in soak["rss_growth"].items()]
     return ["RSS after the warm-up (sampled every 5 s): `lakehouse run`'s Python process, its "
-            "JVM (the `java` child; its heap sized once, `-Xms` = `spark.driver.memory`, "
-            "so that G1's resizing does not hide growth outside the heap), and the catalog "
+            "JVM (the `java` child: G1 grows and shrinks its committed heap, up to "
+            "`spark.driver.memory`, with the slow views' allocations), and the catalog "
             "service (`lakehouse serve`; its bounded caches fill as tables change: 64 MiB "
             "of `loadTable` bodies by default). *first*, "
             "*last*: mean of the first and last minute (a third of the span when shorter); "

@@ -126,14 +126,7 @@ SLOW_VIEWS = {
                "CROSS JOIN (SELECT MAX(l_quantity) AS q FROM events) e "
                "WHERE l.l_quantity <= e.q - 45",
 }
-SPARK_CONF = {"spark.driver.memory": "4g", "spark.driver.extraJavaOptions": "-Xms4g",
-              "spark.sql.shuffle.partitions": "4"}
-"""The driver's heap is sized once (``-Xms`` = ``spark.driver.memory``), as a long-running
-service's is: G1 otherwise grows and shrinks the committed heap with the slow views'
-allocation bursts, and the JVM's RSS swung by a gigabyte either way over the soak (-23% and
-+6.5% in two runs), hiding any real growth. With the heap fixed, the JVM's RSS grows only
-until every heap region was once used, and then only outside the heap (threads, metaspace,
-direct buffers), where a leak would show."""
+SPARK_CONF = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"}
 
 
 def workers_supported() -> bool:
