@@ -480,6 +480,10 @@ class CatalogStore:
         with self._lock:
             self.catalog.rename_table(source, destination)
 
+    def _parse_metadata(self, metadata_location: str) -> TableMetadata:
+        io = self.catalog._load_file_io(location=metadata_location)
+        return FromInputFile.table_metadata(io.new_input(metadata_location))
+
     def read_metadata(self, metadata_location: str) -> TableMetadata:
         """Read and parse one table metadata file with the server's FileIO.
 
@@ -494,8 +498,7 @@ class CatalogStore:
         with self._parsed_lock:
             metadata = self._parsed.get(metadata_location)
         if metadata is None:
-            io = self.catalog._load_file_io(location=metadata_location)
-            metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+            metadata = self._parse_metadata(metadata_location)
             self._keep_parsed(metadata_location, metadata)
         return metadata
 
@@ -519,9 +522,13 @@ class CatalogStore:
                      catalog=self.catalog)
 
     def _registrable(self, metadata_location: str) -> TableMetadata:
-        """Read a metadata file a client names; the error never quotes the file."""
+        """Read a metadata file a client names; the error never quotes the file.
+
+        Parsed afresh, not through :meth:`read_metadata`'s cache: the file is validated
+        before it becomes a table's, and a refused file fixed in place is read again.
+        """
         try:
-            return self.read_metadata(metadata_location)
+            return self._parse_metadata(metadata_location)
         except Exception as exc:  # any IO or parse failure is the caller's bad location
             reason = unreadable_reason(exc, "table metadata")
             message = f"Cannot read table metadata at {metadata_location}: {reason}"

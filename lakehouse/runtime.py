@@ -494,20 +494,16 @@ class Runtime(AbstractContextManager["Runtime"]):
         self._listed_delta_copies.add(view.name)
 
     def _spark_pool(self, view: ViewConfig, job: str = "refresh") -> None:
-        """Run this thread's Spark jobs in the view's own FAIR pool, once it uses Spark.
+        """Run this thread's Spark jobs in the view's own FAIR pool, if Spark runs.
 
         With ``spark.scheduler.mode`` FAIR (the default here), ticks of several views
-        share the executors instead of queueing behind each other's stages. The pool and
-        the job group (the progress bar's tasks) are set at the thread's first use of the
-        session (:meth:`lakehouse.spark.lazy.LazySession.before_use`): a tick on the local
-        engine makes no call into the JVM.
+        share the executors instead of queueing behind each other's stages. A tick that
+        starts Spark runs in the default pool (setting a pool would start it).
         """
-        def prepare(session: SparkSession) -> None:
-            context = session.sparkContext
+        if self.session.started:
+            context = self.spark.sparkContext
             context.setLocalProperty("spark.scheduler.pool", view.name)
-            context.setJobGroup(view.name, f"{job} {view.name}")
-
-        self.session.before_use(prepare)
+            context.setJobGroup(view.name, f"{job} {view.name}")  # the progress bar's tasks
 
     def _record_failure(self, view: ViewConfig, started_s: float,
                         before: Mapping[str, int] | None, error: Exception) -> None:

@@ -5,11 +5,6 @@ small changes never touch it (the local engine computes the view's delta, pyiceb
 delta-rs commit it), and starting Spark costs seconds and a JVM. :class:`LazySession`
 stands in for the session: the first attribute read starts it, through the factory given,
 and every later one goes to it.
-
-Per-thread settings of the session (a tick's scheduler pool and job group) wait for the
-thread's first use of it (:meth:`LazySession.before_use`): each is a call into the JVM,
-which a tick on the local engine would otherwise make for nothing, and wait for whenever
-the JVM is busy or paused in a collection beside a full refresh.
 """
 
 from __future__ import annotations
@@ -36,7 +31,6 @@ class LazySession:
         self._start = start
         self._session: SparkSession | None = None
         self._lock = threading.Lock()
-        self._pending = threading.local()  # per thread: what to run before its next use
 
     @property
     def started(self) -> bool:
@@ -57,18 +51,5 @@ class LazySession:
                 self._session.stop()
                 self._session = None
 
-    def before_use(self, prepare: Callable[[SparkSession], object]) -> None:
-        """Run ``prepare`` on the session before this thread's next use of it, not now.
-
-        Replaces what an earlier call of this thread left pending; a thread that never uses
-        the session never runs it (nor starts the session).
-        """
-        self._pending.prepare = prepare
-
     def __getattr__(self, name: str) -> Any:
-        session = self.session()
-        prepare = getattr(self._pending, "prepare", None)
-        if prepare is not None:
-            self._pending.prepare = None
-            prepare(session)
-        return getattr(session, name)
+        return getattr(self.session(), name)
