@@ -109,7 +109,7 @@ class ConditionalRestCatalog(RestCatalog):
         if mode is not None and mode not in {"all", "refs"}:
             raise ValueError(f"Invalid snapshot-loading-mode: {mode}")
         params = {"snapshots": mode} if mode else {}
-        key = (self.identifier_to_tuple(identifier), mode or "all")
+        key = self._key(identifier)
         with self._loads_lock:
             known = self._loads.get(key)
         url = self.url(Endpoints.load_table, prefixed=True,
@@ -131,22 +131,28 @@ class ConditionalRestCatalog(RestCatalog):
                      updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
         """Commit as ``RestCatalog`` does, and remember the answer as the table's last load.
 
-        Only when the table's last load was remembered (its answer was not per request):
-        the new answer keeps that load's FileIO and config.
+        Only when the table's last load was remembered (its answer was not per request)
+        with every snapshot, as a commit answers: the new answer keeps that load's FileIO
+        and config.
 
         Raises:
             CommitFailedException: A requirement failed (pyiceberg's errors by status).
         """
         self._last_etag.value = None
         answer = super().commit_table(table, requirements, updates)
-        key = (self.identifier_to_tuple(table.name()), "all")
+        key = self._key(table.name())
         etag = self._last_etag.value
         with self._loads_lock:
             known = self._loads.pop(key, None)
-            if known is not None and etag:
+            if known is not None and etag and key[1] == "all":
                 self._loads[key] = _Loaded(etag, answer.metadata_location, answer.metadata,
                                            known.io, known.config)
         return answer
+
+    def _key(self, identifier: str | Identifier) -> tuple[tuple[str, ...], str]:
+        """A load's key: the table and the ``snapshots`` mode its loads ask for."""
+        mode = self.properties.get(SNAPSHOT_LOADING_MODE) or "all"
+        return self.identifier_to_tuple(identifier), mode
 
     def _note_etag(self, response: Response, *args: Any, **kwargs: Any) -> None:
         """A ``requests`` response hook: keep the answer's ETag for this thread."""
