@@ -93,7 +93,8 @@ def commit_snapshot(table: Table, removed: list[DataFile], added: list[DataFile]
             on success.
         removed: Data files of the base snapshot to remove (copy-on-write rewrite).
         added: Data files to add (written by :class:`DataFileWriter`).
-        properties: Added to the snapshot summary and set as table properties.
+        properties: Added to the snapshot summary and set as table properties (none: the
+            table's properties are left as they are).
 
     Returns:
         The new snapshot's id.
@@ -112,7 +113,8 @@ def commit_snapshot(table: Table, removed: list[DataFile], added: list[DataFile]
             producer.delete_data_file(data_file)
         for data_file in added:
             producer.append_data_file(data_file)
-    transaction.set_properties(dict(properties))
+    if properties:
+        transaction.set_properties(dict(properties))
     transaction.commit_transaction()
     snapshot = table.current_snapshot()
     assert snapshot is not None  # a snapshot was just committed
