@@ -68,12 +68,19 @@ class DataFileWriter:
         self.written: list[DataFile] = []
 
     def write(self, rows: pa.Table) -> list[DataFile]:
-        """Write ``rows`` (the table's Arrow schema) as new data files; none when empty."""
+        """Write ``rows`` (the table's Arrow schema) as new data files; none when empty.
+
+        Each file carries the table's default partition spec id, so that a later commit
+        can also remove it (pyiceberg 0.12's ``DataFile.from_args`` drops the ``spec_id``
+        it is given; a file read from a manifest has it).
+        """
         if rows.num_rows == 0:
             return []
         files = list(_dataframe_to_data_files(
             table_metadata=self.table.metadata, df=rows, io=self.table.io,
             write_uuid=self.write_uuid, counter=self._counter))
+        for data_file in files:
+            data_file.spec_id = self.table.metadata.default_spec_id
         self.written += files
         return files
 

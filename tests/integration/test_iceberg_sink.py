@@ -26,6 +26,7 @@ from lakehouse.sources.manifest_cache import ManifestCache
 from lakehouse.spark.arrow import to_arrow
 from sinks.frontier import FRONTIER_KEY, REFRESHED_AT_KEY, decode_frontier
 from sinks.iceberg import IcebergSink
+from sinks.iceberg_snapshot import DataFileWriter, commit_snapshot
 from sinks.refresh_state import REFRESH_STATE_KEY, RefreshStates, SourceTable
 from tests.spark_frames import spark_frame
 
@@ -213,6 +214,23 @@ def test_empty_delta_commits_a_snapshot_that_advances_the_frontier(
     sink.apply(_arrow(spark, [], []), ["k"], {"s": 2})
     assert _sink(spark, rest_catalog, identifier).frontier() == {"s": 2}
     assert _pyiceberg_rows(rest_catalog, identifier) == Counter([_row(1)])
+
+
+def test_files_written_for_one_commit_are_removed_by_a_later_one(
+    rest_catalog: RestCatalog, catalog_namespace: str,
+) -> None:
+    rows = pa.table({"k": pa.array([1, 2, 3], pa.int64())})
+    table = rest_catalog.create_table(f"{catalog_namespace}.files", rows.schema)
+    first = DataFileWriter(table).write(rows)
+    commit_snapshot(table, [], first, {})
+    commit_snapshot(table, [], DataFileWriter(table).write(rows.slice(0, 1)), {})
+    properties = dict(table.properties)
+    commit_snapshot(table, first, [], {})  # the files as written, not as read back
+    assert sorted(table.scan().to_arrow()["k"].to_pylist()) == [1]
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    assert snapshot.summary["deleted-data-files"] == str(len(first))
+    assert rest_catalog.load_table(f"{catalog_namespace}.files").properties == properties
 
 
 def test_table_is_created_from_the_spark_schema_and_duckdb_reads_the_result(
