@@ -63,6 +63,7 @@ from lakehouse.storage import delta_options, storage_s3, warehouse_folder
 from lakehouse.storage_probe import prepare_warehouse
 from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
+from sinks.delta_tables import DeltaTables
 from sinks.iceberg import ARROW_MAX_ROWS, IcebergSink
 from sinks.refresh_state import RefreshStates, SourceTable
 
@@ -178,6 +179,7 @@ class Runtime(AbstractContextManager["Runtime"]):
                                   warehouse_folder(config, "_scratch", uuid.uuid4().hex))
         self.column_cache = ColumnCache(config.column_cache_bytes)
         self.manifest_cache = ManifestCache()
+        self.delta_tables = DeltaTables()
         self.readers: dict[str, SourceReader] = {
             name: self._reader(name, source) for name, source in config.sources.items()
         }
@@ -311,7 +313,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         uri = self.delta_uri(view)
         delta = (DeltaSink(uri, app_id=f"lakehouse:{view.name}",
                            storage_options=delta_options(self.config, uri),
-                           refresh_states=states, spark=self.spark)
+                           refresh_states=states, spark=self.spark, tables=self.delta_tables)
                  if "delta" in view.sinks else None)
         return ViewSinks(iceberg, delta)
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
 
 from sinks import delta_rs
 from sinks.delta_commit import (
@@ -24,6 +23,7 @@ from sinks.delta_commit import (
     app_transaction_version,
     latest_frontier,
 )
+from sinks.delta_tables import DeltaTables, load
 from sinks.errors import SinkError
 from sinks.frontier import Frontier
 from sinks.refresh_state import RefreshStates, freshness_properties, now_ms
@@ -47,24 +47,24 @@ class DeltaSink:
             sources; by default one that records no source state.
         spark: The session that commits deltas computed on Spark; None when every delta
             is given in Arrow.
+        tables: Where the table is kept between refreshes (its log then read from where it
+            was, not replayed from the last checkpoint); None to load it at each refresh.
     """
 
     def __init__(self, uri: str, app_id: str, storage_options: dict[str, str] | None = None,
                  *, refresh_states: RefreshStates | None = None,
-                 spark: SparkSession | None = None):
+                 spark: SparkSession | None = None, tables: DeltaTables | None = None):
         self.uri = uri
         self.app_id = app_id
         self.storage_options = storage_options
         self.refresh_states = refresh_states or RefreshStates({})
         self.spark = spark
+        self.tables = tables
         self._base: DeltaTable | None = None
         self._started_ms: int | None = None
 
     def _table(self) -> DeltaTable | None:
-        try:
-            return DeltaTable(self.uri, storage_options=self.storage_options)
-        except TableNotFoundError:
-            return None
+        return load(self.uri, self.storage_options)
 
     def frontier(self) -> dict[str, int] | None:
         """The frontier of the table's latest refresh commit; None before the first commit.
@@ -80,7 +80,8 @@ class DeltaSink:
         (``refresh-start-timestamp-ms`` of the refresh state).
         """
         self._started_ms = now_ms()
-        table = self._base = self._table()
+        table = self._base = (self.tables.take(self.uri, self.storage_options)
+                              if self.tables is not None else self._table())
         if table is None:
             return None
         return latest_frontier(table.history)
@@ -106,12 +107,13 @@ class DeltaSink:
         table, commit = self._base_table(), self._commit(frontier, engine)
         if isinstance(delta, pa.Table):
             delta_rs.apply(table, self.uri, delta, key, commit, self.storage_options)
-            return
-        from sinks import delta_spark
+        else:
+            from sinks import delta_spark
 
-        delta_spark.apply(self._session(), self.uri, table.version() if table else None, delta,
-                          key, commit, self._latest_version)
-        self._require_landed(commit)
+            delta_spark.apply(self._session(), self.uri, table.version() if table else None,
+                              delta, key, commit, self._latest_version)
+            self._require_landed(commit)
+        self._keep(table)
 
     def replace(self, rows: pa.Table | DataFrame, frontier: Frontier, engine: str | None = None
                 ) -> None:
@@ -126,11 +128,20 @@ class DeltaSink:
         if isinstance(rows, pa.Table):
             delta_rs.write(self._base_table() or self.uri, rows, "overwrite", commit,
                            self.storage_options)
-            return
-        from sinks import delta_spark
+        else:
+            from sinks import delta_spark
 
-        delta_spark.write(self.uri, rows, "overwrite", commit)
-        self._require_landed(commit)
+            delta_spark.write(self.uri, rows, "overwrite", commit)
+            self._require_landed(commit)
+        self._keep(self._base)
+
+    def _keep(self, table: DeltaTable | None) -> None:
+        """After a commit: keep the table read at :meth:`frontier` for the next refresh.
+
+        A failed commit keeps nothing: the next refresh loads the table from storage.
+        """
+        if self.tables is not None and table is not None:
+            self.tables.keep(self.uri, table)
 
     def _require_landed(self, commit: DeltaCommit) -> None:
         """Fail unless ``commit`` is in the log.
@@ -149,10 +160,8 @@ class DeltaSink:
 
     def _latest_version(self) -> int | None:
         """The table's latest version, read from its log with delta-rs (no Spark job)."""
-        try:
-            return DeltaTable(self.uri, storage_options=self.storage_options).version()
-        except TableNotFoundError:
-            return None
+        table = self._table()
+        return table.version() if table is not None else None
 
     def _session(self) -> SparkSession:
         if self.spark is None:

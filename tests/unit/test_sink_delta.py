@@ -12,6 +12,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from sinks.delta import DeltaSink
 from sinks.delta_commit import USER_METADATA, commit_frontier, commit_properties
+from sinks.delta_tables import DeltaTables
 from sinks.errors import SinkError
 from sinks.refresh_state import REFRESH_STATE_KEY
 
@@ -117,3 +118,54 @@ def test_a_table_created_from_non_null_columns_takes_keyed_merges(tmp_path: Path
     sink.frontier()
     sink.apply(_delta([1, 1], [10, 11], [-1, 1]), ["k"], {"s": 2})
     assert _rows(uri) == Counter({(1, 11): 1, (2, 20): 1})
+
+
+class _KeptTables(DeltaTables):
+    """Records each table kept, so a test can tell a kept table from a loaded one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: list[DeltaTable] = []
+
+    def keep(self, uri: str, table: DeltaTable) -> None:
+        self.kept.append(table)
+        super().keep(uri, table)
+
+
+def _one_row(k: int, n: int) -> pa.Table:
+    return pa.table({"k": pa.array([k], pa.int64()), "n": pa.array([n], pa.int64())})
+
+
+def test_a_kept_table_is_taken_again_with_the_commits_made_elsewhere(tmp_path: Path) -> None:
+    uri, tables = str(tmp_path / "v"), _KeptTables()
+    DeltaSink(uri, app_id="lakehouse:v", tables=tables).replace(_one_row(1, 1), {"s": 1})
+    assert tables.kept == []  # the commit created the table: none was read before it
+    first = DeltaSink(uri, app_id="lakehouse:v", tables=tables)
+    assert first.frontier() == {"s": 1}
+    first.apply(_delta([1, 1], [1, 2], [-1, 1]), ["k"], {"s": 2})
+    (kept,) = tables.kept
+    other = DeltaSink(uri, app_id="lakehouse:v")  # another writer, keeping nothing
+    assert other.frontier() == {"s": 2}
+    other.apply(_delta([2], [5], [1]), ["k"], {"s": 3})
+    second = DeltaSink(uri, app_id="lakehouse:v", tables=tables)
+    assert second.frontier() == {"s": 3}  # the kept table, brought up to date
+    second.apply(_delta([2, 2], [5, 6], [-1, 1]), ["k"], {"s": 4})
+    assert tables.kept == [kept, kept]
+    assert kept.version() == DeltaTable(uri).version() == 3
+    assert _rows(uri) == Counter({(1, 2): 1, (2, 6): 1})
+
+
+def test_a_table_is_held_by_one_sink_and_a_failed_commit_keeps_nothing(
+    tmp_path: Path,
+) -> None:
+    uri, tables = str(tmp_path / "v"), _KeptTables()
+    DeltaSink(uri, app_id="lakehouse:v").replace(_one_row(1, 1), {"s": 1})
+    winner, loser = (DeltaSink(uri, app_id="lakehouse:v", tables=tables) for _ in range(2))
+    assert winner.frontier() == loser.frontier() == {"s": 1}
+    winner.apply(_delta([1, 1], [1, 2], [-1, 1]), ["k"], {"s": 2})
+    with pytest.raises(SinkError):
+        loser.apply(_delta([1, 1], [1, 3], [-1, 1]), ["k"], {"s": 2})
+    assert len(tables.kept) == 1  # the winner's; the loser's stale table was dropped
+    taken = tables.take(uri, None)
+    assert taken is tables.kept[0] and taken.version() == 1
+    assert tables.take(uri, None) is not taken  # held: the next user loads its own
