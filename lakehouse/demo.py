@@ -169,7 +169,10 @@ def _follow(runtime: Runtime, scheduler: Scheduler, results: list[RefreshResult]
 
 def _fresh(runtime: Runtime, view: ViewConfig) -> bool:
     target = current_frontier(runtime.readers, runtime.plan(view).sources)
-    return all(f == target for f in runtime.sinks(view).frontiers().values())
+    sinks = runtime.sinks(view)
+    frontiers = sinks.frontiers()
+    sinks.release()
+    return all(f == target for f in frontiers.values())
 
 
 def _rows(rows: Iterable[Iterable[object]]) -> Counter[tuple[object, ...]]:

@@ -94,6 +94,11 @@ class ViewSinks:
             found["delta"] = self.delta.frontier()
         return found
 
+    def release(self) -> None:
+        """Hand back what the sinks keep between refreshes (the Delta table), once done."""
+        if self.delta is not None:
+            self.delta.release()
+
 
 def current_frontier(readers: Mapping[str, SourceReader], sources: Iterable[str]
                      ) -> dict[str, int]:

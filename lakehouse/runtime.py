@@ -276,6 +276,7 @@ class Runtime(AbstractContextManager["Runtime"]):
         if view.name not in self._plans:
             sinks = self.sinks(view)
             frontier = next((f for f in sinks.frontiers().values() if f), None)
+            sinks.release()
             keys = {name: key for name in referenced_sources(view.sql) & set(self.readers)
                     if (key := self.source_key(name))}
             plan = self.schemas.compile(view, frontier, built_columns(sinks), keys)
@@ -459,6 +460,7 @@ class Runtime(AbstractContextManager["Runtime"]):
                                           self.states, committed, target,
                                           self.config.driver_read_max_rows,
                                           self.config.view_engine(view), full)
+                sinks.release()  # not after a failure: the next tick loads the tables anew
         except Exception as error:
             self.reflected.forget(view.name)
             self.metrics.record_failure(view.name, degraded_reason(error))

@@ -64,6 +64,7 @@ class DeltaSink:
         self._started_ms: int | None = None
 
     def _table(self) -> DeltaTable | None:
+        """The table as of its latest version, read from storage (never a kept one)."""
         return load(self.uri, self.storage_options)
 
     def frontier(self) -> dict[str, int] | None:
@@ -72,6 +73,9 @@ class DeltaSink:
         Commits that change no row (``OPTIMIZE``, ``VACUUM``: view-table maintenance,
         :mod:`lakehouse.maintenance`) carry no frontier and are passed over
         (:func:`sinks.delta_commit.latest_frontier`).
+
+        The table is taken from the sink's kept tables when it has them (hand it back with
+        :meth:`release`), else loaded.
 
         The version read here is the base of this sink's next commit, which is made
         without retries: if another refresh committed in between, the commit fails (or
@@ -113,7 +117,6 @@ class DeltaSink:
             delta_spark.apply(self._session(), self.uri, table.version() if table else None,
                               delta, key, commit, self._latest_version)
             self._require_landed(commit)
-        self._keep(table)
 
     def replace(self, rows: pa.Table | DataFrame, frontier: Frontier, engine: str | None = None
                 ) -> None:
@@ -133,15 +136,16 @@ class DeltaSink:
 
             delta_spark.write(self.uri, rows, "overwrite", commit)
             self._require_landed(commit)
-        self._keep(self._base)
 
-    def _keep(self, table: DeltaTable | None) -> None:
-        """After a commit: keep the table read at :meth:`frontier` for the next refresh.
+    def release(self) -> None:
+        """Hand the table read at :meth:`frontier` back for the next refresh to take.
 
-        A failed commit keeps nothing: the next refresh loads the table from storage.
+        Called once the refresh is done, committed or not. After a failed refresh it is not
+        called: the next refresh loads the table from storage.
         """
-        if self.tables is not None and table is not None:
-            self.tables.keep(self.uri, table)
+        if self.tables is not None and self._base is not None:
+            self.tables.keep(self.uri, self._base)
+        self._base = None
 
     def _require_landed(self, commit: DeltaCommit) -> None:
         """Fail unless ``commit`` is in the log.

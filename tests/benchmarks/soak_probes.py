@@ -139,6 +139,10 @@ class Writer:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
+    def __post_init__(self) -> None:
+        if self.delete_every == 1:
+            raise ValueError("delete_every: 0 (never) or at least 2 (an earlier append's files)")
+
     def start(self) -> None:
         """Commit in a daemon thread until :meth:`stop`."""
         self._thread = threading.Thread(target=self._loop, daemon=True, name="soak-writer")

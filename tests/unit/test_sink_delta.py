@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -139,33 +140,53 @@ def _one_row(k: int, n: int) -> pa.Table:
 def test_a_kept_table_is_taken_again_with_the_commits_made_elsewhere(tmp_path: Path) -> None:
     uri, tables = str(tmp_path / "v"), _KeptTables()
     DeltaSink(uri, app_id="lakehouse:v", tables=tables).replace(_one_row(1, 1), {"s": 1})
-    assert tables.kept == []  # the commit created the table: none was read before it
     first = DeltaSink(uri, app_id="lakehouse:v", tables=tables)
     assert first.frontier() == {"s": 1}
     first.apply(_delta([1, 1], [1, 2], [-1, 1]), ["k"], {"s": 2})
+    first.release()
     (kept,) = tables.kept
     other = DeltaSink(uri, app_id="lakehouse:v")  # another writer, keeping nothing
     assert other.frontier() == {"s": 2}
     other.apply(_delta([2], [5], [1]), ["k"], {"s": 3})
     second = DeltaSink(uri, app_id="lakehouse:v", tables=tables)
     assert second.frontier() == {"s": 3}  # the kept table, brought up to date
-    second.apply(_delta([2, 2], [5, 6], [-1, 1]), ["k"], {"s": 4})
+    second.replace(_one_row(2, 6), {"s": 4})  # a full refresh, written onto the kept table
+    second.release()
     assert tables.kept == [kept, kept]
     assert kept.version() == DeltaTable(uri).version() == 3
-    assert _rows(uri) == Counter({(1, 2): 1, (2, 6): 1})
+    assert _rows(uri) == Counter({(2, 6): 1})
 
 
-def test_a_table_is_held_by_one_sink_and_a_failed_commit_keeps_nothing(
+def test_a_table_is_held_by_one_sink_and_handed_back_without_a_commit(
     tmp_path: Path,
 ) -> None:
     uri, tables = str(tmp_path / "v"), _KeptTables()
     DeltaSink(uri, app_id="lakehouse:v").replace(_one_row(1, 1), {"s": 1})
+    reader = DeltaSink(uri, app_id="lakehouse:v", tables=tables)
+    assert reader.frontier() == {"s": 1}
+    reader.release()  # nothing to commit: the table is handed back all the same
     winner, loser = (DeltaSink(uri, app_id="lakehouse:v", tables=tables) for _ in range(2))
     assert winner.frontier() == loser.frontier() == {"s": 1}
     winner.apply(_delta([1, 1], [1, 2], [-1, 1]), ["k"], {"s": 2})
-    with pytest.raises(SinkError):
+    with pytest.raises(SinkError):  # from its own, stale table: the winner holds the kept one
         loser.apply(_delta([1, 1], [1, 3], [-1, 1]), ["k"], {"s": 2})
-    assert len(tables.kept) == 1  # the winner's; the loser's stale table was dropped
+    winner.release()
+    assert tables.kept[0] is tables.kept[1]
     taken = tables.take(uri, None)
     assert taken is tables.kept[0] and taken.version() == 1
-    assert tables.take(uri, None) is not taken  # held: the next user loads its own
+
+
+def test_a_table_dropped_and_created_again_is_loaded_anew(tmp_path: Path) -> None:
+    uri, tables = str(tmp_path / "v"), _KeptTables()
+    DeltaSink(uri, app_id="lakehouse:v").replace(_one_row(1, 1), {"s": 1})
+    sink = DeltaSink(uri, app_id="lakehouse:v", tables=tables)
+    sink.frontier()
+    sink.apply(_delta([2], [2], [1]), ["k"], {"s": 2})
+    sink.release()
+    shutil.rmtree(uri)  # the user drops the view's table to rebuild it
+    DeltaSink(uri, app_id="lakehouse:v").replace(_one_row(3, 3), {"s": 7})
+    again = DeltaSink(uri, app_id="lakehouse:v", tables=tables)
+    assert again.frontier() == {"s": 7}
+    again.apply(_delta([3, 3], [3, 4], [-1, 1]), ["k"], {"s": 8})
+    assert _rows(uri) == Counter({(3, 4): 1})
+    assert DeltaTable(uri).version() == 1
