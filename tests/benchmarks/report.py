@@ -626,9 +626,10 @@ def _soak(soak: dict[str, Any]) -> list[str]:
              "maintains; `f_brand` reads the view `f_part_types`. Slow views (`refresh: "
              "full`, `engine: spark`, `target_lag: 60s`) recompute joins of SF 1 `lineitem` and "
              "`orders` (and read `events`). *lag*: sampled every 0.15 s through the REST "
-             "catalog: now less when the oldest `events` snapshot the view's current snapshot "
-             "does not reflect became visible (0 when it reflects the newest); *SLO*: share of "
-             "the measured time with lag ≤ target; *pipeline SLO*: "
+             "catalog (a slow view's table read every second): now less when the oldest "
+             "`events` snapshot the view's current snapshot does not reflect became visible "
+             "(0 when it reflects the newest); *SLO*: share of the measured time with lag ≤ "
+             "target; *pipeline SLO*: "
              "`lakehouse_view_slo_compliance` at the end (the pipeline's own measure, since "
              "the view's first refresh, warm-up included); refreshes and their seconds from the "
              "refresh history, in the measured window.", ""]

@@ -242,7 +242,8 @@ def _soak(catalog: RestCatalog, uri: str, config: Path, rest: pa.Table,
     assert snapshot is not None
     log.add(snapshot.snapshot_id, time.time())
     views = [v["name"] for v in _views(None)]
-    poller = LagPoller(uri, views, UPSTREAM, "events", log)
+    poller = LagPoller(uri, views, UPSTREAM, "events", log,
+                       slow=frozenset(f"{NS}.{name}" for name in SLOW_VIEWS))
     writer = Writer(events, Slices(rest, COMMIT_ROWS), log, delete_every=DELETE_EVERY,
                     oldest_reflected=poller.oldest_reflected)
     run_log = config.parent / "run.log"

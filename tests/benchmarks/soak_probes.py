@@ -38,6 +38,10 @@ from sinks.iceberg_snapshot import DataFileWriter, commit_snapshot
 
 POLL_S = 0.15
 """Seconds between two lag samples of every view."""
+SLOW_POLL_S = 1.0
+"""Seconds between two catalog reads of a view named slow (its lag is sampled every
+:data:`POLL_S` all the same, from the last read): a view whose target is a minute needs no
+finer reading, and each read is load on the catalog the pipeline shares."""
 RSS_EVERY_S = 5.0
 """Seconds between two RSS samples."""
 COMMIT_EVERY_S = 1.0
@@ -216,12 +220,14 @@ class LagPoller:
         upstream: Source name -> the view identifier it reads (sources that are views).
         source: The name of the committing source in the frontiers (``events``).
         log: The source's snapshots.
+        slow: Views read from the catalog every :data:`SLOW_POLL_S` only.
     """
 
     def __init__(self, uri: str, views: list[str], upstream: dict[str, str], source: str,
-                 log: SourceLog):
+                 log: SourceLog, slow: frozenset[str] = frozenset()):
         self.uri, self.views, self.upstream = uri, views, upstream
-        self.source, self.log = source, log
+        self.source, self.log, self.slow = source, log, slow
+        self._read_s: dict[str, float] = {}
         self.series = {view: ViewSeries() for view in views}
         self.current: dict[str, dict[str, int] | None] = dict.fromkeys(views)
         self.reflected: dict[str, int | None] = dict.fromkeys(views)
@@ -263,9 +269,11 @@ class LagPoller:
             self._stop.wait(max(0.0, POLL_S - (time.monotonic() - started)))
 
     def poll(self) -> None:
-        """Read every view's current frontier, then sample each view's lag."""
+        """Read every view's current frontier (when due), then sample each view's lag."""
         for view in self.views:
-            self._refresh(view)
+            if view not in self.slow or self._read_s.get(view, 0.0) + SLOW_POLL_S <= time.time():
+                self._read_s[view] = time.time()
+                self._refresh(view)
         now_s = time.time()
         for view in self.views:
             snapshot_id = self._source_snapshot(self.current[view])
