@@ -758,3 +758,34 @@ def test_the_python_api_subscribes_to_each_snapshot_and_waits_for_a_source_snaps
         pipeline.wait(view, "flights", latest, timeout_s=0.2)
     assert suspended.value.reason.startswith("suspended since"), suspended.value.reason
     pipeline.resume(view)
+
+
+def test_a_spark_tick_compiles_no_code_the_previous_tick_compiled(
+    spark: SparkSession, catalog_server: CatalogServerHandle, sources: tuple[str, Path],
+) -> None:
+    """Spark's generated classes outlive a tick (``spark.sql.codegen.cache.maxEntries``).
+
+    A tick of a join and aggregate view runs more distinct generated classes than Spark's
+    default cache of 100 holds, the same ones every tick: at that size each tick compiled
+    them all again.
+    """
+    namespace, airlines = sources
+    data = _config_data(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    data["views"] = [{"name": f"{namespace}.compiled_once", "engine": "spark",
+                      "sql": SQL.replace("COUNT(*) AS n", "COUNT(*) AS n, MIN(f.flight) AS lo, "
+                                         "AVG(f.dep_delay) AS mean_delay")}]
+    runtime = Runtime(parse_config(data))
+    view = runtime.config.views[0]
+    compiled = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics \
+        .METRIC_COMPILATION_TIME()  # type: ignore[union-attr]
+    runtime.refresh(view)
+    counts = []
+    for flight in (10, 11, 12):
+        spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('AA', {flight}, 2.0)")
+        spark.sql(f"DELETE FROM lakehouse.{namespace}.flights WHERE flight = {flight - 9}")
+        before = compiled.getCount()
+        assert runtime.refresh(view).mode == "incremental"
+        counts.append(compiled.getCount() - before)
+    # at Spark's default cache size every tick compiled 157 classes, the first one too
+    assert counts[2] < 20, counts
+    assert _delta_rows(runtime, view) == _expected(runtime, view)
