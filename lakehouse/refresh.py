@@ -206,8 +206,9 @@ def _refresh_group(
 ) -> None:
     phase("read sources", view=view.name)
     try:
-        inputs, expired = _read_inputs(readers, plan, group, limits.on_driver)
-        full_reason = group.full_reason or expired or _full_reason(view, plan, group.old)
+        full_reason = group.full_reason or _full_reason(view, plan, group.old)
+        if full_reason is None:  # a full refresh reads the new snapshots, no change feed
+            inputs, full_reason = _read_changes(readers, plan, group, limits.on_driver)
         if full_reason is None:
             changed_rows = _changed_rows(inputs)
             full_reason = _large_change_reason(view, readers, group.new, changed_rows)
@@ -228,8 +229,9 @@ def _refresh_group(
                 else "engine: spark is set, so no row is read or held on the driver")
         else:
             phase("compute view", detail=full_reason)
-            maintained = (_recompute(plan, inputs) if view.refresh == "full"
-                          else reload(plan, inputs, limits.driver_state_max_rows))
+            snapshots = _snapshot_inputs(readers, plan, group.new)
+            maintained = (_recompute(plan, snapshots) if view.refresh == "full"
+                          else reload(plan, snapshots, limits.driver_state_max_rows))
             result.rows_out += _replace(sinks, group, maintained, result.sinks)  # on Spark
             result.mode, result.reason = "full", full_reason
             result.engine, result.engine_reason = "spark", "a full recompute runs on Spark"
@@ -243,18 +245,34 @@ def _refresh_group(
                            committed=tuple(result.sinks)) from error
 
 
-def _read_inputs(readers: Mapping[str, SourceReader], plan: ViewPlan, group: _Group,
-                 on_driver: bool) -> tuple[dict[str, SourceInput], str | None]:
-    """The group's inputs, and why it must recompute when a change feed expired (else None).
+def _read_changes(readers: Mapping[str, SourceReader], plan: ViewPlan, group: _Group,
+                  on_driver: bool) -> tuple[dict[str, SourceInput], str | None]:
+    """The group's inputs with their change feeds, or why it must recompute (else None).
 
-    An expired change is gone: the inputs are then the new snapshots alone. With
+    An expired change is gone: the group then recomputes from the new snapshots. With
     ``on_driver`` False, the change feeds are computed by Spark and no partner is read on
     the driver.
     """
     try:
         return _inputs(readers, plan, group.old or {}, group.new, on_driver), None
     except SnapshotExpiredError as error:
-        return _inputs(readers, plan, {}, group.new, on_driver), str(error)
+        return {}, str(error)
+
+
+def _snapshot_inputs(readers: Mapping[str, SourceReader], plan: ViewPlan,
+                     new: Mapping[str, int]) -> dict[str, SourceInput]:
+    """Inputs for a full recompute: the sources' snapshots at ``new``, no change feed.
+
+    A recompute reads only the new snapshots: a change feed computed for it would be
+    work thrown away (for an initial load, the whole table consolidated and materialized).
+    """
+    inputs = {}
+    for name in plan.sources:
+        reader, version = readers[name], new.get(name)
+        inputs[name] = SourceInput(
+            new=partial(reader.snapshot, version),
+            schema_key=reader.schema_key(version) if version is not None else None)
+    return inputs
 
 
 def _recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:

@@ -41,6 +41,8 @@ from lakehouse.errors import (
 from lakehouse.reflected import FULL_CHECK_EVERY_S, ReflectedFrontiers
 from lakehouse.refresh import refresh_view
 from lakehouse.runtime import Runtime
+from lakehouse.sources.delta import DeltaSourceReader
+from lakehouse.sources.iceberg import IcebergSourceReader
 from lakehouse.status import view_status
 from tests.conftest import multiset
 from tests.conftest_catalog import CatalogServerHandle
@@ -664,6 +666,62 @@ def test_refresh_full_swaps_the_content_and_history_records_each_refresh(
     assert rest_catalog.load_table(history_table).scan().to_arrow().num_rows == 3  # by name
     printed = _cli("history", "-c", str(config_file), "--limit", "1")  # a table, cells wrap
     assert printed.count("requested") == 1 and "incremental" not in printed, printed
+
+
+def test_a_full_refresh_reads_the_new_snapshots_and_no_change_feed(
+    spark: SparkSession, catalog_server: CatalogServerHandle, sources: tuple[str, Path],
+    rest_catalog: RestCatalog, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An initial load, a forced full refresh and a ``refresh: full`` view recompute from the
+    sources' snapshots: a change feed computed for them would be thrown away (for an
+    initial load, the whole table consolidated and materialized; for a forced one, a change
+    that may span the table)."""
+    namespace, airlines = sources
+    feeds: list[tuple[str, int | None, int]] = []
+    for reader in (IcebergSourceReader, DeltaSourceReader):
+        def spy(self: object, old: int | None, new: int, *args: object,
+                _read: object = reader.change_feed, **kwargs: object) -> object:
+            feeds.append((self.name, old, new))  # type: ignore[attr-defined]
+            return _read(self, old, new, *args, **kwargs)  # type: ignore[operator]
+        monkeypatch.setattr(reader, "change_feed", spy)
+    runtime = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    view = runtime.config.views[0]
+    assert runtime.refresh(view).mode == "full" and feeds == []  # the initial load
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 9, 4.0)")
+    forced = runtime.refresh(view, full=True)
+    assert (forced.mode, forced.reason, feeds) == ("full", "full refresh requested", [])
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, view) == \
+        _delta_rows(runtime, view)
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('AA', 10, 2.0)")
+    assert runtime.refresh(view).mode == "incremental"
+    assert [name for name, _, _ in feeds] == ["flights"]  # only the source that moved
+    policy = _runtime(catalog_server, namespace, airlines, ["iceberg"], refresh="full")
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('DL', 11, 3.0)")
+    assert policy.refresh(policy.config.views[0]).mode == "full" and len(feeds) == 1
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(policy, policy.config.views[0])
+
+
+def test_a_view_whose_change_was_expired_recomputes_from_the_new_snapshots(
+    spark: SparkSession, catalog_server: CatalogServerHandle, sources: tuple[str, Path],
+    rest_catalog: RestCatalog,
+) -> None:
+    """The source snapshot a view reflects is expired: its change is gone, so the next tick
+    recomputes the view in full, says why, and the frontier moves on."""
+    namespace, airlines = sources
+    runtime = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    view = runtime.config.views[0]
+    reflected = runtime.refresh(view).frontier["flights"]
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 9, 4.0)")
+    spark.sql(f"CALL lakehouse.system.expire_snapshots(table => '{namespace}.flights', "
+              f"snapshot_ids => array({reflected}))")
+    result = runtime.refresh(view)
+    assert result.mode == "full" and "expired" in (result.reason or ""), result.reason
+    assert result.frontier["flights"] != reflected
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, view) == \
+        _delta_rows(runtime, view)
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('AA', 10, 2.0)")
+    assert runtime.refresh(view).mode == "incremental"  # from the recomputed frontier
+    assert _iceberg_rows(rest_catalog, view.name) == _expected(runtime, view)
 
 
 def test_a_suspended_view_is_not_refreshed_by_the_schedule_until_resumed(
