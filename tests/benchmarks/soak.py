@@ -15,11 +15,12 @@ maintains. (Fast views whose ticks run on Spark - a filter, a join without aggre
 MIN/MAX, COUNT DISTINCT - took about 12 s a tick here with four at once on two cores, and
 missed a 5 s target even without slow views.) Two slow views (``refresh: full``, ``engine:
 spark``, ``target_lag: 60s``, so refreshed every 30 s less their duration) recompute joins
-of SF 1 ``lineitem`` and ``orders`` (one writes 600,000 rows) and read ``events``, so they
-are always due: about 9 s a refresh alone (``--soak-workers 1``), 20-25 s beside the fast
-views (``workers: 4``), on two cores. (A ``COUNT(DISTINCT)`` and twice the rows made them
-60 s beside the others, starving the fast views of CPU.) Every view has both sinks (Iceberg
-and Delta).
+of SF 1 ``lineitem`` and ``orders`` (one with ``part`` too, the other writing 1.2 million
+rows) and read ``events``, so they are always due. Since a full refresh computes no change
+feed, the former pair (a join of two tables, 600,000 rows written) took 8-10 s a refresh
+beside the fast views (``workers: 4``), under the 10 s the issue asks of a slow view.
+(A ``COUNT(DISTINCT)`` and twice the rows once made them 60 s beside the others,
+starving the fast views of CPU.) Every view has both sinks (Iceberg and Delta).
 
 Measured after the warm-up (``--soak-warmup-s``, counted from when every view first
 committed): each view's lag, sampled every 0.15 s from the catalog (see
@@ -114,17 +115,18 @@ takes it incrementally in a fraction of a second."""
 UPSTREAM = {"part_types": f"{NS}.f_part_types"}
 """Sources that are views: ``f_brand`` reads ``f_part_types``."""
 SLOW_VIEWS = {
-    "s_priority": "SELECT o.o_orderpriority, l.l_shipmode, COUNT(*) AS line_count, "
+    "s_priority": "SELECT o.o_orderpriority, l.l_shipmode, p.p_mfgr, COUNT(*) AS line_count, "
                   "SUM(l.l_extendedprice * (1 - l.l_discount)) AS revenue, "
                   "MAX(e.n) AS events FROM big_lineitem l "
                   "JOIN big_orders o ON l.l_orderkey = o.o_orderkey "
+                  "JOIN part p ON l.l_partkey = p.p_partkey "
                   "CROSS JOIN (SELECT COUNT(*) AS n FROM events) e "
-                  "GROUP BY o.o_orderpriority, l.l_shipmode",
+                  "GROUP BY o.o_orderpriority, l.l_shipmode, p.p_mfgr",
     "s_lines": "SELECT l.l_orderkey, l.l_linenumber, l.l_partkey, l.l_extendedprice, "
                "o.o_orderdate, o.o_custkey FROM big_lineitem l "
                "JOIN big_orders o ON l.l_orderkey = o.o_orderkey "
                "CROSS JOIN (SELECT MAX(l_quantity) AS q FROM events) e "
-               "WHERE l.l_quantity <= e.q - 45",
+               "WHERE l.l_quantity <= e.q - 40",
 }
 SPARK_CONF = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"}
 
