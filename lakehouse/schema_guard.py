@@ -15,10 +15,12 @@ Only table metadata is read (pyiceberg, delta-rs): no Spark job, no data file.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from cachetools import LRUCache
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyiceberg.catalog import Catalog
@@ -91,11 +93,19 @@ def column_changes(
     return changes
 
 
+PAST_SCHEMAS = 4096
+"""Schemas of past source versions kept, least recently used out. A tick asks for its
+views' frontier versions, which stay the same between ticks that find nothing to do; a
+source committing every second makes a new version each second, so without a bound the
+schemas of every version ever checked were kept (in a long ``lakehouse run``, a memory
+that only grew)."""
+
+
 class SchemaGuard:
     """Reads source schemas from metadata and checks views against them.
 
-    Schemas of past versions never change, so they are cached; current schemas are read
-    on every call.
+    Schemas of past versions never change, so the last :data:`PAST_SCHEMAS` read are
+    cached; current schemas are read on every call.
 
     Args:
         config: The configuration (source kinds and locations).
@@ -111,7 +121,8 @@ class SchemaGuard:
         self.config = config
         self.catalog = catalog
         self._iceberg_metadata = iceberg_metadata or self._load_metadata
-        self._past: dict[tuple[str, int], SourceSchema | None] = {}
+        self._past: LRUCache[tuple[str, int], SourceSchema | None] = LRUCache(PAST_SCHEMAS)
+        self._past_lock = threading.Lock()  # ticks of several views check at once
         self._plans: dict[str, tuple[str, ViewPlan]] = {}
 
     def schema(self, name: str, version: int | None) -> SourceSchema | None:
@@ -120,11 +131,14 @@ class SchemaGuard:
         Unreadable means the table is missing or the version is gone (expired, vacuumed):
         the refresh itself reports those.
         """
-        if version is not None and (name, version) in self._past:
-            return self._past[(name, version)]
+        if version is not None:
+            with self._past_lock:
+                if (name, version) in self._past:
+                    return self._past[(name, version)]
         found = self._read(name, version)
         if version is not None:
-            self._past[(name, version)] = found
+            with self._past_lock:
+                self._past[(name, version)] = found
         return found
 
     def _read(self, name: str, version: int | None) -> SourceSchema | None:

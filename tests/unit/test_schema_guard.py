@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -12,7 +14,9 @@ from pyiceberg.table.sorting import SortOrder
 from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType
 
 from ivm import compile_view, used_columns
-from lakehouse.schema_guard import column_changes
+from lakehouse import schema_guard
+from lakehouse.config import parse_config
+from lakehouse.schema_guard import SchemaGuard, column_changes
 from lakehouse.sources.schema import SourceColumn, SourceSchema, delta_schema, iceberg_schema
 
 FLIGHTS = {"carrier": "string", "flight": "int", "dep_delay": "double", "origin": "string",
@@ -138,3 +142,29 @@ def test_types_spark_lacks_are_refused(arrow_type: pa.DataType) -> None:
 
     with pytest.raises(TypeError, match="Spark has no type"):
         _spark_type(arrow_type)
+
+
+def test_past_schemas_are_kept_up_to_a_bound_least_recently_used_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source that commits all the time makes a new version each commit: the guard keeps
+    the last :data:`PAST_SCHEMAS` it read, not every one, and reads an evicted one again."""
+    table = tmp_path / "events"
+    for value in range(3):  # versions 0, 1, 2
+        write_deltalake(str(table), pa.table({"id": [value]}), mode="append")
+    config = parse_config({"warehouse": str(tmp_path / "warehouse"),
+                           "sources": {"events": {"delta": str(table)}}})
+    reads: list[int | None] = []
+    read = SchemaGuard._read
+
+    def counted(self: SchemaGuard, name: str, version: int | None) -> SourceSchema | None:
+        reads.append(version)
+        return read(self, name, version)
+
+    monkeypatch.setattr(SchemaGuard, "_read", counted)
+    monkeypatch.setattr(schema_guard, "PAST_SCHEMAS", 2)
+    guard = SchemaGuard(config, catalog=None)  # type: ignore[arg-type]  # Delta: no catalog
+    schemas = [guard.schema("events", version) for version in (0, 1, 0, 2, 0, 1)]
+    assert reads == [0, 1, 2, 1]  # 0 was used again before 2 came: 1 went out
+    assert all(s is not None and [c.name for c in s.columns] == ["id"] for s in schemas)
+    assert guard.schema("events", None) is not None and reads[-1] is None  # current: read
