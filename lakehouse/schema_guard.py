@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from cachetools import LRUCache
+from cachetools import LRUCache, cachedmethod
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyiceberg.catalog import Catalog
@@ -131,15 +131,12 @@ class SchemaGuard:
         Unreadable means the table is missing or the version is gone (expired, vacuumed):
         the refresh itself reports those.
         """
-        if version is not None:
-            with self._past_lock:
-                if (name, version) in self._past:
-                    return self._past[(name, version)]
-        found = self._read(name, version)
-        if version is not None:
-            with self._past_lock:
-                self._past[(name, version)] = found
-        return found
+        return self._read(name, None) if version is None else self._past_schema(name, version)
+
+    @cachedmethod(lambda self: self._past, lock=lambda self: self._past_lock)
+    def _past_schema(self, name: str, version: int) -> SourceSchema | None:
+        """Source ``name``'s schema at past ``version``, kept (:data:`PAST_SCHEMAS`)."""
+        return self._read(name, version)
 
     def _read(self, name: str, version: int | None) -> SourceSchema | None:
         source = self.config.sources[name]
