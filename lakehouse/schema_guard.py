@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -123,6 +124,9 @@ class SchemaGuard:
         self._iceberg_metadata = iceberg_metadata or self._load_metadata
         self._past: LRUCache[tuple[str, int], SourceSchema | None] = LRUCache(PAST_SCHEMAS)
         self._past_lock = threading.Lock()  # ticks of several views check at once
+        # equal schemas of several versions kept as one object
+        self._shared: weakref.WeakValueDictionary[SourceSchema, SourceSchema] = (
+            weakref.WeakValueDictionary())
         self._plans: dict[str, tuple[str, ViewPlan]] = {}
 
     def schema(self, name: str, version: int | None) -> SourceSchema | None:
@@ -135,8 +139,17 @@ class SchemaGuard:
 
     @cachedmethod(lambda self: self._past, lock=lambda self: self._past_lock)
     def _past_schema(self, name: str, version: int) -> SourceSchema | None:
-        """Source ``name``'s schema at past ``version``, kept (:data:`PAST_SCHEMAS`)."""
-        return self._read(name, version)
+        """Source ``name``'s schema at past ``version``, kept (:data:`PAST_SCHEMAS`).
+
+        A source's versions mostly share one schema: the versions kept refer to one object
+        of it, not to a copy each (the soak benchmark's source made 4096 copies of its
+        columns, one a second).
+        """
+        schema = self._read(name, version)
+        if schema is None:
+            return None
+        with self._past_lock:
+            return self._shared.setdefault(schema, schema)
 
     def _read(self, name: str, version: int | None) -> SourceSchema | None:
         source = self.config.sources[name]

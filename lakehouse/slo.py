@@ -65,7 +65,7 @@ def _causes(error: BaseException) -> list[BaseException]:
     return chain
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a view keeps one per refresh of the window
 class _Fresh:
     committed_s: float  # when the refresh landed
     as_of_s: float  # when it read the sources

@@ -16,12 +16,18 @@ pyiceberg shares a manifest's object between reads through an LRU of 128 manifes
 source appending a manifest per commit outgrows. On the soak benchmark (a source of several
 hundred manifests, one more a second) the 256 lists kept each held their own copies, and
 the pipeline's memory grew about 10 MiB a minute with the source's manifests.
+
+Entries are kept only while a kept list names their manifest. A table's new snapshots
+stop naming the manifests that compaction rewrote or expiry left behind, and their lists
+then age out; so do those entries. Before, entries were dropped only past
+:data:`DEFAULT_MAX_ENTRIES`: on the soak benchmark the view tables' sinks, which plan their
+tables' files at each tick, added about 15 entries a second that nothing would read again,
+and the pipeline's memory grew by their 2 MiB a minute until that bound (some 400 MB).
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 from cachetools import LRUCache
@@ -41,12 +47,16 @@ DEFAULT_MAX_ENTRIES = 200_000
 takes 1-2 KB)."""
 
 MANIFEST_LISTS = 256
-"""Manifest lists kept (the latest snapshots' of every source): their manifests are shared
-with the entries above and between lists, so a list costs a tuple of references."""
+"""Manifest lists kept (the latest snapshots' of every table read), and with them the
+entries of the manifests they name. A list shares its manifests' objects with the other
+lists, so it costs a tuple of references."""
 
 
 class ManifestCache:
-    """Decoded manifest entries and manifest lists, by path; least recently used out.
+    """Decoded manifest lists, and the entries of the manifests they name, by path.
+
+    The last :data:`MANIFEST_LISTS` lists read are kept; a manifest's entries are kept
+    while one of them names it, up to ``max_entries`` (least recently used out).
 
     Safe to share between threads and between the readers of several tables (paths are
     unique across a warehouse).
@@ -60,10 +70,9 @@ class ManifestCache:
         self.max_entries = max_entries
         self._entries: LRUCache[str, list[ManifestEntry]] = LRUCache(
             maxsize=max(max_entries, 1), getsizeof=lambda entries: max(len(entries), 1))
-        self._lists: LRUCache[str, tuple[ManifestFile, ...]] = LRUCache(
-            maxsize=MANIFEST_LISTS if max_entries else 1)
-        self._files: weakref.WeakValueDictionary[str, ManifestFile] = (
-            weakref.WeakValueDictionary())  # each manifest once, while a kept list holds it
+        self._lists = _Lists(MANIFEST_LISTS if max_entries else 1, self._unlist)
+        # each listed manifest once, with the number of kept lists naming it
+        self._listed: dict[str, tuple[ManifestFile, int]] = {}
         self._lock = threading.Lock()
 
     def manifests(self, io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
@@ -74,15 +83,37 @@ class ManifestCache:
         """
         with self._lock:
             found = self._lists.get(snapshot.manifest_list)
-        if found is None:
-            read = snapshot.manifests(io)
-            if not self.max_entries:
-                return tuple(read)
-            with self._lock:
-                found = tuple(self._files.setdefault(manifest.manifest_path, manifest)
-                              for manifest in read)
+        if found is not None:
+            return found
+        read = tuple(snapshot.manifests(io))
+        if not self.max_entries:
+            return read
+        with self._lock:
+            found = self._lists.get(snapshot.manifest_list)  # another thread's read
+            if found is None:
+                found = tuple(self._list(manifest) for manifest in read)
                 self._lists[snapshot.manifest_list] = found
         return found
+
+    def _list(self, manifest: ManifestFile) -> ManifestFile:
+        """Count one more kept list naming ``manifest``; its shared object. Under the lock."""
+        shared, lists = self._listed.get(manifest.manifest_path, (manifest, 0))
+        self._listed[manifest.manifest_path] = (shared, lists + 1)
+        return shared
+
+    def _unlist(self, manifests: tuple[ManifestFile, ...]) -> None:
+        """Count one list fewer naming each of ``manifests``, a list dropped from here.
+
+        A manifest no kept list names any more is forgotten, with its entries. Under the lock.
+        """
+        for manifest in manifests:
+            path = manifest.manifest_path
+            shared, lists = self._listed[path]
+            if lists > 1:
+                self._listed[path] = (shared, lists - 1)
+            else:
+                del self._listed[path]
+                self._entries.pop(path, None)
 
     def entries(self, io: FileIO, manifest: ManifestFile,
                 discard_deleted: bool = True) -> list[ManifestEntry]:
@@ -101,8 +132,8 @@ class ManifestCache:
             found = self._entries.get(manifest.manifest_path)
         if found is None:
             found = manifest.fetch_manifest_entry(io, discard_deleted=False)
-            if self.max_entries and len(found) <= self.max_entries:
-                with self._lock:
+            with self._lock:
+                if manifest.manifest_path in self._listed and len(found) <= self.max_entries:
                     self._entries[manifest.manifest_path] = found
         if discard_deleted:
             return [e for e in found if e.status != ManifestEntryStatus.DELETED]
@@ -125,6 +156,23 @@ class ManifestCache:
             raise ValueError(f"table {table.name()} has no snapshot {snapshot_id}")
         planner = _CachedPlanner(self, table, row_filter or AlwaysTrue())
         return list(planner.plan_files(self.manifests(table.io, snapshot)))
+
+
+class _Lists(LRUCache[str, tuple[ManifestFile, ...]]):
+    """Manifest lists by path, least recently used out.
+
+    Each list dropped is handed to ``dropped`` (cachetools evicts through ``popitem``).
+    """
+
+    def __init__(self, maxsize: int, dropped: Callable[[tuple[ManifestFile, ...]], None]):
+        super().__init__(maxsize)
+        self._dropped = dropped
+
+    def popitem(self) -> tuple[str, tuple[ManifestFile, ...]]:
+        """Drop the least recently used list and tell of it."""
+        path, manifests = super().popitem()
+        self._dropped(manifests)
+        return path, manifests
 
 
 class _CachedPlanner(ManifestGroupPlanner):

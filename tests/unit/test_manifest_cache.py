@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io.pyarrow import PyArrowFile, PyArrowFileIO
 from pyiceberg.manifest import clear_manifest_cache
 from pyiceberg.table import Table
 
+from lakehouse.sources import manifest_cache
 from lakehouse.sources.iceberg_files import changed_files
 from lakehouse.sources.manifest_cache import ManifestCache
 
@@ -81,3 +83,26 @@ def test_lists_naming_the_same_manifest_share_one_decoded_object(tmp_path: Path)
     shared = [m for m in cache.manifests(table.io, newer) if m.manifest_path in by_path]
     assert len(shared) == len(by_path) == 2  # fast appends: the newer list adds one
     assert all(m is by_path[m.manifest_path] for m in shared)
+
+
+def test_entries_are_kept_while_a_kept_list_names_their_manifest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(manifest_cache, "MANIFEST_LISTS", 2)
+    table = _table(tmp_path)  # three appends: manifests a, b, c; lists [a], [a b], [a b c]
+    io, cache = CountingIO(), ManifestCache()
+    first, second, third = table.metadata.snapshots
+    only_first = cache.manifests(io, first)[0]
+    cache.entries(io, only_first)
+    cache.entries(io, only_first)
+    assert io.opened[only_first.manifest_path] == 1
+    cache.manifests(io, second)
+    cache.manifests(io, third)  # the first list is dropped; the later ones name a too
+    cache.entries(io, only_first)
+    assert io.opened[only_first.manifest_path] == 1
+    (tmp_path / "other").mkdir()
+    other = _table(tmp_path / "other")  # a table whose lists do not name a
+    for snapshot in other.metadata.snapshots[1:]:
+        cache.manifests(io, snapshot)  # both lists of ``table`` are dropped
+    cache.entries(io, only_first)
+    cache.entries(io, only_first)
+    assert io.opened[only_first.manifest_path] == 3  # forgotten: read at each call

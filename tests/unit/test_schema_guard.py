@@ -168,3 +168,18 @@ def test_past_schemas_are_kept_up_to_a_bound_least_recently_used_out(
     assert reads == [0, 1, 2, 1]  # 0 was used again before 2 came: 1 went out
     assert all(s is not None and [c.name for c in s.columns] == ["id"] for s in schemas)
     assert guard.schema("events", None) is not None and reads[-1] is None  # current: read
+
+
+def test_versions_of_one_schema_share_one_kept_object(tmp_path: Path) -> None:
+    table = tmp_path / "events"
+    for value in range(3):  # versions 0, 1, 2 of one schema; 3 adds a column
+        write_deltalake(str(table), pa.table({"id": [value]}), mode="append")
+    write_deltalake(str(table), pa.table({"id": [3], "kind": ["a"]}), mode="append",
+                    schema_mode="merge")
+    config = parse_config({"warehouse": str(tmp_path / "warehouse"),
+                           "sources": {"events": {"delta": str(table)}}})
+    guard = SchemaGuard(config, catalog=None)  # type: ignore[arg-type]  # Delta: no catalog
+    first, second, third, wider = (guard.schema("events", version) for version in range(4))
+    assert first is second is third
+    assert wider is not None and wider != first and [c.name for c in wider.columns] == [
+        "id", "kind"]
