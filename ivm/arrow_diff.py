@@ -16,17 +16,15 @@ NaN (Spark normalizes floating point grouping keys), so float columns are normal
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ivm.arrow_take import take_rows
+from ivm.duckdb_database import SharedDatabase
 from ivm.zset import WEIGHT
 
 
@@ -155,7 +153,7 @@ def row_hashes(rows: pa.Table) -> np.ndarray:
     if rows.num_rows == 0:
         return np.zeros(0, np.uint64)
     columns = ", ".join(_quoted(name) for name in rows.column_names)
-    with _cursor() as con:
+    with _DATABASE.cursor() as con:
         con.register("rows_", rows)
         hashes = con.execute(f"SELECT hash({columns}) FROM rows_").to_arrow_table()
     return hashes.column(0).to_numpy()
@@ -202,7 +200,7 @@ def _grouped(rows: pa.Table, weights: np.ndarray) -> tuple[np.ndarray, np.ndarra
     frame = rows.append_column(index, pa.array(np.arange(rows.num_rows))) \
         .append_column(weight, pa.array(weights, pa.int64()))
     keys = ", ".join(_quoted(name) for name in rows.column_names)
-    with _cursor() as con:
+    with _DATABASE.cursor() as con:
         con.register("rows_", frame)
         result = con.execute(
             f"SELECT min({_quoted(index)}), sum({_quoted(weight)})::BIGINT FROM rows_ "
@@ -210,23 +208,8 @@ def _grouped(rows: pa.Table, weights: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return result.column(0).to_numpy(), result.column(1).to_numpy()
 
 
-@cache
-def _database() -> duckdb.DuckDBPyConnection:
-    """The process's in-memory DuckDB database for hashing and grouping.
-
-    Created once: a new database costs about 10 ms per change feed, a cursor on it next
-    to nothing.
-    """
-    return duckdb.connect(config={"preserve_insertion_order": True})
-
-
-_DATABASE_LOCK = threading.Lock()
-
-
-def _cursor() -> duckdb.DuckDBPyConnection:
-    """A connection of its own to :func:`_database` (its registered tables are its own)."""
-    with _DATABASE_LOCK:
-        return _database().cursor()
+_DATABASE = SharedDatabase({"preserve_insertion_order": True})
+"""The process's database for hashing and grouping (a cursor each: its tables its own)."""
 
 
 def _normalized(rows: pa.Table) -> pa.Table:

@@ -15,13 +15,13 @@ connected by equalities would be a cross product, whose size the change does not
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 
 import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from ivm.duckdb_database import SharedDatabase
 from ivm.key_ranges import join_columns
 from ivm.spark_types import NODE_TYPES, Columns, RefusedError, require, typed
 
@@ -38,18 +38,8 @@ NO_REWRITES = "expression_rewriter"
 across comparisons (``x + 1 < 0`` becomes ``x < -1``), so an overflow Spark would wrap is
 never computed, and DuckDB answers where it must stop (:mod:`ivm.spark_types`)."""
 
-_DATABASE: duckdb.DuckDBPyConnection | None = None
-_LOCK = threading.Lock()
-
-
-def _cursor() -> duckdb.DuckDBPyConnection:
-    """A new cursor on the process's in-memory database (each thread uses its own)."""
-    global _DATABASE
-    with _LOCK:
-        if _DATABASE is None:
-            _DATABASE = duckdb.connect(config={"threads": THREADS,
-                                               "disabled_optimizers": NO_REWRITES})
-        return _DATABASE.cursor()
+_DATABASE = SharedDatabase({"threads": THREADS, "disabled_optimizers": NO_REWRITES})
+"""The process's database for the local engine (each query on a cursor of its own)."""
 
 
 def refusal(query: exp.Select) -> str | None:
@@ -150,7 +140,7 @@ def run_sql(sql: str, tables: Mapping[str, pa.Table]) -> pa.Table | str:
 
 def _query(sql: str, tables: Mapping[str, pa.Table]) -> pa.Table:
     """``sql`` run on a cursor of its own, each of ``tables`` registered under its name."""
-    cursor = _cursor()
+    cursor = _DATABASE.cursor()
     try:
         for name, table in tables.items():
             cursor.register(name, table)
