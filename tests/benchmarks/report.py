@@ -684,16 +684,22 @@ def _soak_verdict(verdict: dict[str, Any], goals: dict[str, Any],
 
 def _soak_rss(soak: dict[str, Any]) -> list[str]:
     rows = [[key.removesuffix("_mib"), g.get("first_mib", "–"), g.get("last_mib", "–"),
-             g.get("growth_mib", "–"), g.get("slope_mib_per_min", "–"), g.get("max_mib", "–")]
+             g.get("growth_mib", "–"), g.get("slope_mib_per_min", "–"),
+             g.get("late_slope_mib_per_min", "–"), g.get("max_mib", "–")]
             for key, g in soak["rss_growth"].items()]
+    options = soak.get("spark_conf", {}).get("spark.driver.extraJavaOptions", "")
+    heap = (f"its heap committed at its start: `{options}`" if "-Xms" in options else
+            "G1 grows and shrinks its committed heap, up to `spark.driver.memory`, with the "
+            "slow views' allocations")
     return ["RSS after the warm-up (sampled every 5 s): `lakehouse run`'s Python process, its "
-            "JVM (the `java` child: G1 grows and shrinks its committed heap, up to "
-            "`spark.driver.memory`, with the slow views' allocations), and the catalog "
-            "service (`lakehouse serve`; its bounded caches fill as tables change: 64 MiB "
+            f"JVM (the `java` child; {heap}), and the catalog service (`lakehouse serve`; "
+            "its bounded caches fill as tables change: 64 MiB "
             "of `loadTable` bodies by default). *first*, "
             "*last*: mean of the first and last minute (a third of the span when shorter); "
-            "*slope*: least squares.", ""] + _table(
-        ["process", "first MiB", "last MiB", "growth MiB", "slope MiB/min", "max MiB"], rows)
+            "*slope*: least squares, over the measured time and over its second half (a "
+            "leak keeps its slope; caches filling up to their bounds flatten out).", ""] + _table(
+        ["process", "first MiB", "last MiB", "growth MiB", "slope MiB/min",
+         "second half's slope MiB/min", "max MiB"], rows)
 
 
 def _plot_soak(soak: dict[str, Any]) -> None:

@@ -407,25 +407,35 @@ class RssSampler:
 
 
 def growth(samples: list[dict[str, float]], key: str, since_s: float) -> dict[str, Any]:
-    """RSS growth of ``key`` after ``since_s``: least-squares slope (MiB/min) and the mean of
-    the last minute less that of the first (each a minute, or a third of a shorter span)."""
+    """RSS growth of ``key`` after ``since_s``: least-squares slope (MiB/min) over all of it
+    and over its second half, and the mean of the last minute less that of the first (each
+    a minute, or a third of a shorter span).
+
+    A leak keeps its slope; caches filling up to their bounds slow down: their second half
+    is flat.
+    """
     points = [(s["t"], s[key]) for s in samples if s["t"] >= since_s]
-    if len(points) < 3:
+    if len(points) < 6:
         return {"samples": len(points)}
     span_s = points[-1][0] - points[0][0]
     edge_s = min(60.0, span_s / 3)
     first = [v for t, v in points if t <= points[0][0] + edge_s]
     last = [v for t, v in points if t >= points[-1][0] - edge_s]
-    mean_t = sum(t for t, _ in points) / len(points)
-    mean_v = sum(v for _, v in points) / len(points)
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / var if var else 0.0
     first_mib, last_mib = sum(first) / len(first), sum(last) / len(last)
     return {"samples": len(points), "span_s": round(span_s), "edge_s": round(edge_s),
             "first_mib": round(first_mib, 1), "last_mib": round(last_mib, 1),
             "growth_mib": round(last_mib - first_mib, 1),
-            "slope_mib_per_min": round(slope * 60, 2),
+            "slope_mib_per_min": round(_slope(points) * 60, 2),
+            "late_slope_mib_per_min": round(_slope(points[len(points) // 2:]) * 60, 2),
             "max_mib": max(v for _, v in points)}
+
+
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``points`` (value per second)."""
+    mean_t = sum(t for t, _ in points) / len(points)
+    mean_v = sum(v for _, v in points) / len(points)
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var if var else 0.0
 
 
 def metrics(port: int) -> dict[str, dict[str, float]]:
