@@ -4,14 +4,16 @@ The local engine and the change feeds' grouping run many small queries (a long
 ``lakehouse run`` tens a second) on one in-memory database: a new database costs several
 milliseconds, a cursor on it next to nothing.
 
-DuckDB (1.5.5, and 2.0.0 alike) keeps a dead node in its buffer pool's eviction queue for
-each temporary buffer a query destroys, a hash aggregate's for one, and purges the queue
-only under memory pressure (duckdb/duckdb PR 23444 fixes another path to the same leak).
-A database running one small GROUP BY after another grows by about 300 bytes a query, for
-ever: on the soak benchmark about 1.3 MiB a minute, most of the native memory growth of
-``lakehouse run`` (memray: ``duckdb::BlockHandle`` objects held by those nodes). A
-:class:`SharedDatabase` therefore hands out cursors of a new database after
-:data:`RENEW_AFTER` cursors; the old one is freed when its last cursor closes.
+DuckDB leaves a dead node in its buffer pool's eviction queue for each temporary buffer a
+query destroys, a hash aggregate's for one, and on this workload never purges them
+(duckdb/duckdb PR 23444 fixes another path to dead nodes that pile up). Measured here: a
+database running one small GROUP BY after another grows about 300 bytes a query without
+end, on DuckDB 1.5.5 and on 2.0.0 (whose ``duckdb_eviction_queues()`` counted as many dead
+nodes as queries after 30,000). On the soak benchmark that was about 1.3 MiB a minute, most
+of the native memory growth of ``lakehouse run`` (memray: ``duckdb::BlockHandle`` objects
+held by those nodes). A :class:`SharedDatabase` therefore hands out cursors of a new
+database after :data:`RENEW_AFTER` cursors; the old one is freed when its last cursor
+closes.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class SharedDatabase:
         """
         with self._lock:
             if self._database is None or self._taken >= self.renew_after:
+                # the old one is dropped, never closed: closing would close its cursors
                 self._database = duckdb.connect(config=self.config)
                 self._taken = 0
             self._taken += 1

@@ -32,7 +32,12 @@ from ivm import SqlParseError, ViewPlan, compile_view, referenced_sources, used_
 from lakehouse.config import Config, DeltaSource, IcebergSource, ViewConfig, ViewSource
 from lakehouse.errors import LakehouseError, RefreshError, SchemaChangedError, SourceError
 from lakehouse.refresh import ViewSinks
-from lakehouse.sources.schema import SourceSchema, delta_schema, iceberg_schema
+from lakehouse.sources.schema import (
+    SourceColumn,
+    SourceSchema,
+    delta_schema,
+    iceberg_schema,
+)
 from lakehouse.storage import delta_options
 
 Change = Literal["dropped", "renamed", "retyped", "replaced"]
@@ -124,8 +129,8 @@ class SchemaGuard:
         self._iceberg_metadata = iceberg_metadata or self._load_metadata
         self._past: LRUCache[tuple[str, int], SourceSchema | None] = LRUCache(PAST_SCHEMAS)
         self._past_lock = threading.Lock()  # ticks of several views check at once
-        # equal schemas of several versions kept as one object
-        self._shared: weakref.WeakValueDictionary[SourceSchema, SourceSchema] = (
+        # equal schemas of several versions kept as one object, while a version keeps it
+        self._shared: weakref.WeakValueDictionary[tuple[SourceColumn, ...], SourceSchema] = (
             weakref.WeakValueDictionary())
         self._plans: dict[str, tuple[str, ViewPlan]] = {}
 
@@ -142,14 +147,14 @@ class SchemaGuard:
         """Source ``name``'s schema at past ``version``, kept (:data:`PAST_SCHEMAS`).
 
         A source's versions mostly share one schema: the versions kept refer to one object
-        of it, not to a copy each (the soak benchmark's source made 4096 copies of its
-        columns, one a second).
+        of it, not to a copy each (a source committing every second, as on the soak
+        benchmark, made a copy of its columns a second, up to the bound).
         """
         schema = self._read(name, version)
         if schema is None:
             return None
         with self._past_lock:
-            return self._shared.setdefault(schema, schema)
+            return self._shared.setdefault(schema.columns, schema)
 
     def _read(self, name: str, version: int | None) -> SourceSchema | None:
         source = self.config.sources[name]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from cachetools import LRUCache
+from cachetools import Cache, LRUCache
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
@@ -49,7 +49,9 @@ takes 1-2 KB)."""
 MANIFEST_LISTS = 256
 """Manifest lists kept (the latest snapshots' of every table read), and with them the
 entries of the manifests they name. A list shares its manifests' objects with the other
-lists, so it costs a tuple of references."""
+lists, so it costs a tuple of references. A change feed over more snapshots than this, or
+more tables than this read in turn, finds its lists and entries gone and decodes them
+again."""
 
 
 class ManifestCache:
@@ -161,18 +163,22 @@ class ManifestCache:
 class _Lists(LRUCache[str, tuple[ManifestFile, ...]]):
     """Manifest lists by path, least recently used out.
 
-    Each list dropped is handed to ``dropped`` (cachetools evicts through ``popitem``).
+    Each list removed (evicted, popped, deleted or cleared) is handed to ``dropped``.
     """
 
     def __init__(self, maxsize: int, dropped: Callable[[tuple[ManifestFile, ...]], None]):
         super().__init__(maxsize)
         self._dropped = dropped
 
-    def popitem(self) -> tuple[str, tuple[ManifestFile, ...]]:
-        """Drop the least recently used list and tell of it."""
-        path, manifests = super().popitem()
+    def __delitem__(self, path: str) -> None:
+        manifests = Cache.__getitem__(self, path)  # not LRUCache's, which reorders
+        super().__delitem__(path)
         self._dropped(manifests)
-        return path, manifests
+
+    def clear(self) -> None:
+        """Remove every list (each handed to ``dropped``)."""
+        while self:
+            self.popitem()
 
 
 class _CachedPlanner(ManifestGroupPlanner):

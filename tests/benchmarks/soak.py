@@ -132,8 +132,8 @@ SPARK_CONF = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4",
               "spark.driver.extraJavaOptions": "-Xms4g -XX:+AlwaysPreTouch"}
 """The driver JVM's heap is committed and touched at its start, as a long-running service's:
 G1 otherwise grows and shrinks it with the slow views' allocations, and its RSS swings by
-hundreds of MiB (from one minute to the next: +0.1% in one run, +10.8% in the next), which
-says nothing of a leak."""
+hundreds of MiB within a minute (its growth from the first minute to the last was +0.1% in
+one run, +10.8% in the next), which says nothing of a leak."""
 
 
 def workers_supported() -> bool:

@@ -32,4 +32,3 @@ def test_a_cursor_takes_the_databases_settings() -> None:
                           "current_setting('preserve_insertion_order')").fetchall() == [
             (1, False)]
         cursor.close()
-

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 
 import pyarrow as pa
@@ -170,16 +172,28 @@ def test_past_schemas_are_kept_up_to_a_bound_least_recently_used_out(
     assert guard.schema("events", None) is not None and reads[-1] is None  # current: read
 
 
-def test_versions_of_one_schema_share_one_kept_object(tmp_path: Path) -> None:
+def test_versions_of_one_schema_share_one_kept_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Equal schemas of kept versions are one object, given up with the last of them."""
     table = tmp_path / "events"
-    for value in range(3):  # versions 0, 1, 2 of one schema; 3 adds a column
+    for value in range(3):  # versions 0, 1, 2 of one schema; 3 and 4 add a column
         write_deltalake(str(table), pa.table({"id": [value]}), mode="append")
-    write_deltalake(str(table), pa.table({"id": [3], "kind": ["a"]}), mode="append",
-                    schema_mode="merge")
+    for value in range(3, 5):
+        write_deltalake(str(table), pa.table({"id": [value], "kind": ["a"]}), mode="append",
+                        schema_mode="merge")
     config = parse_config({"warehouse": str(tmp_path / "warehouse"),
                            "sources": {"events": {"delta": str(table)}}})
+    monkeypatch.setattr(schema_guard, "PAST_SCHEMAS", 2)
     guard = SchemaGuard(config, catalog=None)  # type: ignore[arg-type]  # Delta: no catalog
     first, second, third, wider = (guard.schema("events", version) for version in range(4))
     assert first is second is third
     assert wider is not None and wider != first and [c.name for c in wider.columns] == [
         "id", "kind"]
+    shared = weakref.ref(first)
+    del first, second, third
+    gc.collect()
+    assert shared() is not None  # version 2 is kept (with 3)
+    guard.schema("events", 4)  # version 2 goes out: no kept version has that schema
+    gc.collect()
+    assert shared() is None
