@@ -128,8 +128,9 @@ SLOW_VIEWS = {
                "CROSS JOIN (SELECT MAX(l_quantity) AS q FROM events) e "
                "WHERE l.l_quantity <= e.q - 40",
 }
-SPARK_CONF = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4",
-              "spark.driver.extraJavaOptions": "-Xms4g -XX:+AlwaysPreTouch"}
+DRIVER_MEMORY = "4g"
+SPARK_CONF = {"spark.driver.memory": DRIVER_MEMORY, "spark.sql.shuffle.partitions": "4",
+              "spark.driver.extraJavaOptions": f"-Xms{DRIVER_MEMORY} -XX:+AlwaysPreTouch"}
 """The driver JVM's heap is committed and touched at its start, as a long-running service's:
 G1 otherwise grows and shrinks it with the slow views' allocations, and its RSS swings by
 hundreds of MiB within a minute (its growth from the first minute to the last was +0.1% in
