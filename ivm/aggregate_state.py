@@ -89,8 +89,11 @@ class StateEngine(Protocol[Rows]):
         """``rows`` computed once, so that later reads do not compute them again."""
         ...
 
-    def null_columns(self, rows: Rows, names: Sequence[str]) -> list[bool]:
-        """Whether each column of ``names`` holds a NULL."""
+    def settled_nulls(self, rows: Rows, names: Sequence[str]) -> tuple[Rows, list[bool]]:
+        """:meth:`settled` ``rows``, and whether each column of ``names`` holds a NULL.
+
+        The NULLs are found while the rows are computed (on Spark, by the same action).
+        """
         ...
 
 
@@ -179,8 +182,7 @@ def advance(engine: StateEngine[Rows], form: AggregateForm, arg_types: Sequence[
     after = engine.summed([before, change])
     if isinstance(after, str):
         return after
-    after = engine.settled(after)
-    check_sums(engine, form, arg_types, after)
+    after = settled_checked(engine, form, arg_types, after)
     rows = engine.settled(engine.union(untouched, engine.nonempty(after)))
     return Advanced(rows, before, after, change)
 
@@ -203,13 +205,15 @@ def with_changes(engine: StateEngine[Rows], state: Rows, changes: Sequence[Rows]
     return engine.nonempty(rows)
 
 
-def check_sums(engine: StateEngine[Rows], form: AggregateForm, arg_types: Sequence[str],
-               rows: Rows) -> None:
-    """Raise when a sum of state ``rows`` overflowed (Spark's ``SUM`` made it NULL).
+def settled_checked(engine: StateEngine[Rows], form: AggregateForm, arg_types: Sequence[str],
+                    rows: Rows) -> Rows:
+    """State ``rows`` settled (:meth:`StateEngine.settled`), once no sum of theirs overflowed.
 
+    An overflowed sum is one Spark's ``SUM`` made NULL.
     Only sums whose type Spark caps at 38 digits (arguments of more than 28) are checked:
     any other decimal sum, ``decimal(p + 10, s)``, reaches its range only past 10^10 rows
-    at the argument type's largest magnitude. A bigint sum wraps as Spark's does.
+    at the argument type's largest magnitude. A bigint sum wraps as Spark's does. The check
+    runs while the rows settle (on Spark, no action of its own).
 
     Raises:
         SumOverflowError: A checked sum is NULL, naming the argument.
@@ -217,9 +221,10 @@ def check_sums(engine: StateEngine[Rows], form: AggregateForm, arg_types: Sequen
     capped = [j for j, t in enumerate(arg_types)
               if form.summed[j] and (decimal_parts(t)[0] or 0) > 38 - 10]
     if not capped:
-        return
-    nulls = engine.null_columns(rows, [f"{SUM_PREFIX}{j}" for j in capped])
+        return engine.settled(rows)
+    rows, nulls = engine.settled_nulls(rows, [f"{SUM_PREFIX}{j}" for j in capped])
     for j, null in zip(capped, nulls, strict=True):
         if null:
             raise SumOverflowError(f"a SUM overflows {sum_type(arg_types[j])} in a group, "
                                    "which Spark makes NULL", fragment=form.args[j].sql("spark"))
+    return rows

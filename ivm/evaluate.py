@@ -33,7 +33,7 @@ from ivm.aggregate_form import (
     exact_type,
     state_output,
 )
-from ivm.aggregate_state import AggregateState, advance, check_sums, engine_of
+from ivm.aggregate_state import AggregateState, advance, engine_of, settled_checked
 from ivm.driver_delta import DRIVER_READ_MAX_ROWS, EMPTY, ArrowRead
 from ivm.engine_rule import Engine, local_refusal
 from ivm.errors import IvmError, NotIncrementalError, SumOverflowError
@@ -532,7 +532,8 @@ def _change_aggregate_on_driver(scope: Scope, form: AggregateForm, rows: PlanNod
     if isinstance(change_rows, str):
         change = to_arrow(SPARK_STATE_ENGINE.partial(form, execute.delta(scope, rows),
                                                      state.arg_types))
-        check_sums(engine_of(change), form, state.arg_types, change)  # Spark's NULL sums
+        change = settled_checked(engine_of(change), form, state.arg_types,
+                                 change)  # Spark's NULL sums
         return change, "spark", change_rows
     local = _rows_on_driver(scope, rows, state)
     engine: Engine = "local"

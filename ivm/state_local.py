@@ -172,9 +172,10 @@ class LocalStateEngine:
         """``rows`` in one chunk per column."""
         return rows.combine_chunks()
 
-    def null_columns(self, rows: pa.Table, names: Sequence[str]) -> list[bool]:
-        """Whether each column of ``names`` holds a NULL."""
-        return [rows.column(name).null_count > 0 for name in names]
+    def settled_nulls(self, rows: pa.Table, names: Sequence[str]
+                      ) -> tuple[pa.Table, list[bool]]:
+        """``rows`` in one chunk per column, and whether each column of ``names`` has a NULL."""
+        return self.settled(rows), [rows.column(name).null_count > 0 for name in names]
 
 
 LOCAL_STATE_ENGINE = LocalStateEngine()

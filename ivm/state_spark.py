@@ -3,7 +3,7 @@
 State rows are DataFrames, checkpointed on the executors (``localCheckpoint``), so a
 state's size is bounded by the cluster, not the driver, and its lineage does not reach
 the change feeds it was computed from. Sums follow Spark's ``SUM``: a bigint wraps, a
-decimal sum past its type is NULL (:func:`ivm.aggregate_state.check_sums` raises then).
+decimal sum past its type is NULL (:func:`ivm.aggregate_state.settled_checked` raises then).
 The state is built here by a full aggregation of the block's input rows (:func:`build`),
 then held on Spark or, when small and exact in Arrow, on the driver
 (:mod:`ivm.state_local`).
@@ -30,8 +30,9 @@ from ivm.aggregate_form import (
     decimal_parts,
     sum_type,
 )
-from ivm.aggregate_state import AggregateState, check_sums
+from ivm.aggregate_state import AggregateState, settled_checked
 from ivm.spark_arrow import collect_arrow
+from ivm.spark_observe import checkpointed
 from ivm.state_local import LOCAL_STATE_ENGINE, supports
 from ivm.zset import WEIGHT
 
@@ -89,10 +90,15 @@ class SparkStateEngine:
         """``rows`` checkpointed on the executors (one Spark action)."""
         return rows.localCheckpoint(eager=True)
 
-    def null_columns(self, rows: DataFrame, names: Sequence[str]) -> list[bool]:
-        """Whether each column of ``names`` holds a NULL (one Spark action)."""
-        found = rows.select(*[F.max(F.col(name).isNull()) for name in names]).first()
-        return [bool(found and found[i]) for i in range(len(names))]
+    def settled_nulls(self, rows: DataFrame, names: Sequence[str]
+                      ) -> tuple[DataFrame, list[bool]]:
+        """``rows`` checkpointed, and whether each column of ``names`` holds a NULL.
+
+        One Spark action: the checkpoint's, observing the columns as they pass.
+        """
+        metrics = {f"null{i}": F.max(F.col(name).isNull()) for i, name in enumerate(names)}
+        held, found = checkpointed(rows, **metrics)
+        return held, [bool(found[f"null{i}"]) for i in range(len(names))]
 
 
 SPARK_STATE_ENGINE = SparkStateEngine()
@@ -118,10 +124,9 @@ def build(form: AggregateForm, rows: DataFrame, arg_types: Sequence[str],
     if driver_max_rows > 0 and _driver_supports(state.schema):
         table = collect_arrow(state, driver_max_rows)
         if table is not None:
-            check_sums(LOCAL_STATE_ENGINE, form, arg_types, table)
+            table = settled_checked(LOCAL_STATE_ENGINE, form, arg_types, table)
             return AggregateState(tuple(arg_types), table=table)
-    held = SPARK_STATE_ENGINE.settled(state)
-    check_sums(SPARK_STATE_ENGINE, form, arg_types, held)
+    held = settled_checked(SPARK_STATE_ENGINE, form, arg_types, state)
     return AggregateState(tuple(arg_types), rows=held)
 
 

@@ -32,6 +32,7 @@ from ivm import (
     reload,
     used_columns,
 )
+from ivm.spark_observe import counted_checkpoint
 from lakehouse.config import EngineSetting, ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
@@ -208,9 +209,9 @@ def _refresh_group(
     try:
         full_reason = group.full_reason or _full_reason(view, plan, group.old)
         if full_reason is None:  # a full refresh reads the new snapshots, no change feed
-            inputs, full_reason = _read_changes(readers, plan, group, limits.on_driver)
+            inputs, changed_rows, full_reason = _read_changes(readers, plan, group,
+                                                              limits.on_driver)
         if full_reason is None:
-            changed_rows = _changed_rows(inputs)
             full_reason = _large_change_reason(view, readers, group.new, changed_rows)
             result.rows_in += changed_rows
         if full_reason is None:
@@ -246,17 +247,20 @@ def _refresh_group(
 
 
 def _read_changes(readers: Mapping[str, SourceReader], plan: ViewPlan, group: _Group,
-                  on_driver: bool) -> tuple[dict[str, SourceInput], str | None]:
-    """The group's inputs with their change feeds, or why it must recompute (else None).
+                  on_driver: bool) -> tuple[dict[str, SourceInput], int, str | None]:
+    """The group's inputs with their change feeds and their rows, or why it must recompute.
 
+    The rows are the tick's ``rows_in`` (``auto`` decides with them too); the reason is None
+    when the changes were read.
     An expired change is gone: the group then recomputes from the new snapshots. With
     ``on_driver`` False, the change feeds are computed by Spark and no partner is read on
     the driver.
     """
     try:
-        return _inputs(readers, plan, group.old or {}, group.new, on_driver), None
+        inputs, changed_rows = _inputs(readers, plan, group.old or {}, group.new, on_driver)
     except SnapshotExpiredError as error:
-        return {}, str(error)
+        return {}, 0, str(error)
+    return inputs, changed_rows, None
 
 
 def _snapshot_inputs(readers: Mapping[str, SourceReader], plan: ViewPlan,
@@ -278,20 +282,6 @@ def _snapshot_inputs(readers: Mapping[str, SourceReader], plan: ViewPlan,
 def _recompute(plan: ViewPlan, inputs: Mapping[str, SourceInput]) -> Maintained:
     """A full recompute that keeps no aggregate state (policy ``full``)."""
     return Maintained(recompute(plan, inputs))
-
-
-def _changed_rows(inputs: Mapping[str, SourceInput]) -> int:
-    """Rows of the change feeds (``rows_in``; ``auto`` decides with it too).
-
-    Cheap: a change feed is either in Arrow already or checkpointed when it is read.
-    """
-    rows = 0
-    for changed in inputs.values():
-        if changed.delta_arrow is not None:
-            rows += changed.delta_arrow.num_rows
-        elif isinstance(changed.delta, DataFrame):
-            rows += changed.delta.count()
-    return rows
 
 
 def _full_reason(view: ViewConfig, plan: ViewPlan, old: dict[str, int] | None) -> str | None:
@@ -326,8 +316,9 @@ def _large_change_reason(
 def _inputs(
     readers: Mapping[str, SourceReader], plan: ViewPlan, old: Mapping[str, int],
     new: Mapping[str, int], on_driver: bool,
-) -> dict[str, SourceInput]:
-    inputs = {}
+) -> tuple[dict[str, SourceInput], int]:
+    """Each source's input for the tick, and the rows of their change feeds."""
+    inputs, changed_rows = {}, 0
     used = used_columns(plan.query, plan.sources)  # the view reads its change feeds' projection
     for name in plan.sources:
         reader = readers[name]
@@ -335,30 +326,34 @@ def _inputs(
         changed = after is not None and before != after
         feed = (reader.change_feed(before, after, used[name] or None, in_arrow=on_driver)
                 if changed and after is not None else None)
+        delta, rows = _delta(feed)
+        changed_rows += rows
         inputs[name] = SourceInput(  # snapshots resolved in Spark only if a query reads them
             new=partial(reader.snapshot, after),
             old=partial(reader.snapshot, before) if before is not None else None,
-            delta=_delta(feed),
+            delta=delta,
             delta_arrow=feed.arrow if feed is not None else None,
             read_arrow=(TickReads(reader, before, after) if on_driver and before is not None
                         and after is not None else None),
             schema_key=reader.schema_key(after) if after is not None else None,
         )
-    return inputs
+    return inputs, changed_rows
 
 
-def _delta(feed: ChangeFeed | None) -> DataFrame | Callable[[], DataFrame] | None:
-    """The change feed as the view delta reads it on Spark.
+def _delta(feed: ChangeFeed | None) -> tuple[DataFrame | Callable[[], DataFrame] | None, int]:
+    """The change feed as the view delta reads it on Spark, and its rows.
 
     A feed in Arrow is turned into a DataFrame only if a Spark query reads it; one that
     Spark computes is materialized once (unless its reader did), since the delta terms read
-    it several times.
+    it several times, and counted in the same Spark action.
     """
     if feed is None:
-        return None
-    if feed.materialized:
-        return lambda: feed.rows
-    return feed.rows if feed.checkpointed else feed.rows.localCheckpoint(eager=True)
+        return None, 0
+    if feed.arrow is not None:
+        return (lambda: feed.rows), feed.arrow.num_rows
+    if feed.checkpointed_rows is not None:
+        return feed.rows, feed.checkpointed_rows
+    return counted_checkpoint(feed.rows)
 
 
 def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan,
@@ -379,8 +374,8 @@ def _apply(sinks: ViewSinks, group: _Group, delta: Maintained, plan: ViewPlan,
             changes.schema.get_field_index(WEIGHT))
         rows = changes.num_rows
     else:
-        changes = delta.rows.localCheckpoint(eager=True)
-        schema, rows = changes.drop(WEIGHT).schema, changes.count()
+        changes, rows = counted_checkpoint(delta.rows)
+        schema = changes.drop(WEIGHT).schema
     commit = methodcaller("apply", changes, plan.key, group.new, engine)
     counted(rows)
     _commit(sinks, group, schema, commit, committed)
@@ -399,8 +394,8 @@ def _replace(sinks: ViewSinks, group: _Group, view: Maintained, committed: list[
         schema: pa.Schema | StructType = content.schema
         rows = content.num_rows
     else:
-        content = view.rows.localCheckpoint(eager=True)
-        schema, rows = content.schema, content.count()
+        content, rows = counted_checkpoint(view.rows)
+        schema = content.schema
     commit = methodcaller("replace", content, group.new, "spark")
     counted(rows)
     _commit(sinks, group, schema, commit, committed)

@@ -35,13 +35,14 @@ class ChangeFeed:
             Arrow; ``rows`` then reads a local file holding them, cheap to read again.
             None when Spark computes the change: ``rows`` is then a plan over the
             table's files, worth materializing once before it is read several times.
-        checkpointed: Whether ``rows`` is already materialized on the executors (the
-            reader checkpointed it to catch a failed read early).
+        checkpointed_rows: How many rows ``rows`` holds when it is already materialized
+            on the executors (the reader checkpointed it to catch a failed read early,
+            counting them in the same Spark action); None when it is not.
     """
 
     spark_rows: Callable[[], DataFrame]
     arrow: pa.Table | None = None
-    checkpointed: bool = False
+    checkpointed_rows: int | None = None
 
     @cached_property
     def rows(self) -> DataFrame:
@@ -50,9 +51,9 @@ class ChangeFeed:
 
     @classmethod
     def of(cls, rows: DataFrame, arrow: pa.Table | None = None,
-           checkpointed: bool = False) -> ChangeFeed:
+           checkpointed_rows: int | None = None) -> ChangeFeed:
         """A change whose Spark rows are already built."""
-        return cls(lambda: rows, arrow, checkpointed)
+        return cls(lambda: rows, arrow, checkpointed_rows)
 
     @classmethod
     def empty(cls, rows: DataFrame) -> ChangeFeed:

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ivm import DRIVER_DELTA_MAX_ROWS, WEIGHT, KeyValues, consolidate, with_weight
+from ivm.spark_observe import counted_checkpoint
 from lakehouse.errors import SnapshotExpiredError, SourceError
 from lakehouse.sources.arrow_bridge import ArrowBridge
 from lakehouse.sources.base import ChangeFeed, aligned, projected
@@ -167,7 +168,8 @@ class DeltaSourceReader:
         """``changes`` projected onto ``columns``, consolidated and materialized."""
         names = projected([n for n in changes.columns if n != WEIGHT], columns)
         rows = consolidate(changes.select(*[_column(n) for n in names], WEIGHT))
-        return ChangeFeed.of(self._materialized(old, rows), checkpointed=True)
+        held, count = self._materialized(old, rows)
+        return ChangeFeed.of(held, checkpointed_rows=count)
 
     def _arrow_cdf(self, table: DeltaTable, old: int, new: int,
                    columns: Collection[str] | None) -> pa.Table | None:
@@ -233,10 +235,13 @@ class DeltaSourceReader:
         weight = F.when(F.col("_change_type").isin(*_REMOVED_CHANGES), -1).otherwise(1)
         return changes.withColumn(WEIGHT, weight.cast("long")).drop(*_CDF_COLUMNS)
 
-    def _materialized(self, old: int, rows: DataFrame) -> DataFrame:
-        """``rows`` computed once on the executors; a missing data file means a VACUUM."""
+    def _materialized(self, old: int, rows: DataFrame) -> tuple[DataFrame, int]:
+        """``rows`` computed once on the executors, and their number (one Spark action).
+
+        A missing data file means a VACUUM.
+        """
         try:
-            return rows.localCheckpoint(eager=True)
+            return counted_checkpoint(rows)
         except Exception as error:  # py4j wraps Spark's and Hadoop's errors
             cause = spark_error_summary(error)
             if _MISSING.search(cause) or _MISSING.search(str(error)):

@@ -356,9 +356,9 @@ class IcebergSourceReader:
             columns = self._spark_columns(new, [f.name for f in schema.fields])
             return ChangeFeed.of(_difference(at_new, at_old, columns))
         names = {f.field_id: f.name for f in schema.fields}
-        rows = staged_change(self.spark, self.table_name, old, new, changed, names,
-                             table_columns)
-        return ChangeFeed.of(rows, checkpointed=True)
+        rows, count = staged_change(self.spark, self.table_name, old, new, changed, names,
+                                    table_columns)
+        return ChangeFeed.of(rows, checkpointed_rows=count)
 
     def _spark_columns(self, version: int, names: Sequence[str]) -> StructType:
         """The Spark fields ``names`` of snapshot ``version`` (resolved in Spark)."""

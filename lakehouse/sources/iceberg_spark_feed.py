@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm import consolidate, with_weight
+from ivm.spark_observe import counted_checkpoint
 from lakehouse.sources.iceberg_files import ChangedFiles
 from lakehouse.sources.iceberg_staged import POSITION_COLUMNS, staged_files
 
@@ -44,7 +45,7 @@ _GLOB = re.compile(r"[\[\]{}*?\\]")
 
 def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
                   changed: ChangedFiles, names: Mapping[int, str],
-                  table_columns: Collection[str]) -> DataFrame:
+                  table_columns: Collection[str]) -> tuple[DataFrame, int]:
     """The rows ``changed`` gained and lost from snapshot ``old`` to ``new``, checkpointed.
 
     Args:
@@ -59,7 +60,8 @@ def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
 
     Returns:
         A consolidated Z-set: the columns of ``names`` plus ``_weight`` (bigint),
-        materialized on the executors (``localCheckpoint``) while the files are staged.
+        materialized on the executors (``localCheckpoint``) while the files are staged;
+        and its number of rows, counted in the same Spark action.
     """
     deleted = _read_once(spark, changed, {*names.values(), *table_columns})
     compared = changed.paths - deleted.keys()
@@ -73,7 +75,7 @@ def staged_change(spark: SparkSession, table_name: str, old: int, new: int,
             at_old = staged.enter_context(staged_files(spark, table_name, old, deleted, names,
                                                        positions=True))
             parts.append(with_weight(_at_positions(spark, at_old, deleted, changed), -1))
-        return consolidate(reduce(DataFrame.unionByName, parts)).localCheckpoint(eager=True)
+        return counted_checkpoint(consolidate(reduce(DataFrame.unionByName, parts)))
 
 
 def _read_once(spark: SparkSession, changed: ChangedFiles, columns: Collection[str]

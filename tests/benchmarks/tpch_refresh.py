@@ -213,19 +213,30 @@ class TpchBench:
         """Refresh one view; wall time, CPU time (driver and JVM), rows, peak memory, load,
         and the engine the refresh ran on (``engine``) and why (``engine_reason``)."""
         reset_jvm_peak(self.spark)
-        group = f"bench-{query}-{mode}-{time.monotonic_ns()}"
-        self.spark.sparkContext.setJobGroup(group, group)
-        with self.probe.active():
+        view = self.view(query, mode, engine)
+        with self.probe.active(), self.jobs(view.name) as jobs:
             started, cpu_s = time.perf_counter(), process_cpu_s()
-            result = self.runtime.refresh(self.view(query, mode, engine))
+            result = self.runtime.refresh(view)
             seconds, cpu_s = time.perf_counter() - started, process_cpu_s() - cpu_s
-        jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
         assert result.mode == expect, (query, mode, result.mode, result.reason)
         return {"s": round(seconds, 3), "cpu_s": round(cpu_s, 3), "rows_in": result.rows_in,
                 "rows_out": result.rows_out, "engine": result.engine,
                 "engine_reason": result.engine_reason,
-                "spark_jobs": jobs, "load": load_average()[0],
+                "spark_jobs": len(jobs), "load": load_average()[0],
                 **self.probe.result(jvm_heap_peak(self.spark))}
+
+    @contextmanager
+    def jobs(self, view: str) -> Iterator[set[int]]:
+        """Collects the ids of the Spark jobs a refresh of ``view`` runs inside the block.
+
+        The runtime runs a view's jobs in a job group named after the view
+        (``Runtime._spark_pool``, for its progress bar): the jobs of that group started
+        meanwhile.
+        """
+        tracker = self.spark.sparkContext.statusTracker()
+        before, started = set(tracker.getJobIdsForGroup(view)), set[int]()
+        yield started
+        started.update(set(tracker.getJobIdsForGroup(view)) - before)
 
     def refresh_engines(self, query: str) -> dict[str, dict[str, Any]]:
         """Refresh ``query``'s incremental view of every engine, in :meth:`order`."""
@@ -489,17 +500,14 @@ class TpchBench:
             (self.insert_orders if kind == "insert" else self.delete_orders)(FIXED_ORDERS)
             for q in views:
                 for e in self.order():
-                    profiler = cProfile.Profile()
-                    group = f"profile-{q}-{e}-{kind}-{time.monotonic_ns()}"
-                    self.spark.sparkContext.setJobGroup(group, group)
-                    started = time.perf_counter()
-                    result = profiler.runcall(self.runtime.refresh,
-                                              self.view(q, "incremental", e))
-                    tracker = self.spark.sparkContext.statusTracker()
+                    profiler, view = cProfile.Profile(), self.view(q, "incremental", e)
+                    with self.jobs(view.name) as jobs:
+                        started = time.perf_counter()
+                        result = profiler.runcall(self.runtime.refresh, view)
                     out[f"{q}_{e}_{kind}"] = {
                         "s": round(time.perf_counter() - started, 3), "engine": e,
                         "ran_on": result.engine, "engine_reason": result.engine_reason,
-                        "spark_jobs": len(tracker.getJobIdsForGroup(group)),
+                        "spark_jobs": len(jobs),
                         "load": load_average()[0], "top": top_functions(profiler),
                         "breakdown": breakdown(profiler)}
         return out
