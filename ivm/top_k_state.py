@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from ivm.aggregate_state import AggregateState
 from ivm.plan import TopKPlan
+from ivm.spark_observe import checkpointed
 from ivm.zset import WEIGHT, consolidate, data_columns, with_weight
 
 __all__ = ["TopKState", "advance", "fill", "view_rows"]
@@ -108,10 +109,9 @@ def fill(top: TopKPlan, rows: DataFrame) -> TopKState:
 def _best(top: TopKPlan, rows: DataFrame, count: int) -> tuple[DataFrame, int, int]:
     """The best ``count`` rows as a ranked Z-set (checkpointed), their number, the last position."""
     best = consolidate(with_weight(rows.orderBy(*order(top)).limit(count), 1))
-    ranked = _ranked(top, best).localCheckpoint(eager=True)
-    stats = ranked.agg(F.coalesce(F.sum(WEIGHT), F.lit(0)), F.max(_POSITION)).first()
-    assert stats is not None
-    return ranked, int(stats[0]), int(stats[1] or 0)
+    ranked, stats = checkpointed(_ranked(top, best), total=F.coalesce(F.sum(WEIGHT), F.lit(0)),
+                                 last=F.max(_POSITION))
+    return ranked, int(stats["total"]), int(stats["last"] or 0)
 
 
 def _count_equal(rows: DataFrame, row: DataFrame) -> int:
@@ -137,10 +137,9 @@ def advance(top: TopKPlan, state: TopKState, delta: DataFrame,
     columns = data_columns(state.buffer)
     delta = delta.select(*columns, WEIGHT)
     entering = delta if state.bound is None else _before_bound(top, delta, state.bound)
-    added = consolidate(state.buffer.unionByName(entering)).localCheckpoint(eager=True)
-    stats = added.agg(F.coalesce(F.sum(WEIGHT), F.lit(0)), F.min(WEIGHT)).first()
-    assert stats is not None
-    total, lowest = int(stats[0]), stats[1]
+    added, stats = checkpointed(consolidate(state.buffer.unionByName(entering)),
+                                total=F.coalesce(F.sum(WEIGHT), F.lit(0)), lowest=F.min(WEIGHT))
+    total, lowest = int(stats["total"]), stats["lowest"]
     short = state.bound is not None and total < top.limit
     if short or (lowest is not None and lowest < 0):  # the latter: not a state of this view
         new = fill(top, rows_at_new())

@@ -33,12 +33,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ivm import AggregateState
 from ivm.aggregate_state import engine_of, with_changes
-from ivm.spark_observe import observed
 from lakehouse.storage import Folder
 
 __all__ = ["MAX_CHANGES", "StateStore"]
@@ -175,24 +173,29 @@ class StateStore:
         if before is None or before.on_spark != on_spark or before.changes >= MAX_CHANGES:
             return None
         base_rows = before.base_rows if before.previous is not None else before.rows
-        record = self._record(folder, state, frontier, state.change)  # counted as written
-        if before.changed_rows + record.rows > base_rows:
-            return None  # a base is due; saving it drops the change just written
+        change_rows = _count(state.change)
+        if before.changed_rows + change_rows > base_rows:
+            return None
+        record = self._record(folder, state, frontier, state.change, change_rows)
         return _Record(**{**asdict(record), "previous": before_digest, "base_rows": base_rows,
                           "changes": before.changes + 1,
-                          "changed_rows": before.changed_rows + record.rows})
+                          "changed_rows": before.changed_rows + change_rows})
 
     def _record(self, folder: Folder, state: AggregateState, frontier: Mapping[str, int],
-                rows: DataFrame | pa.Table) -> _Record:
-        """Write ``rows`` (the whole state or its change) as a new data entry; its record."""
+                rows: DataFrame | pa.Table, count: int | None = None) -> _Record:
+        """Write ``rows`` (the whole state or its change) as a new data entry; its record.
+
+        ``count`` is the number of ``rows`` when the caller counted them already.
+        """
         data = f"{_frontier_digest(frontier)}-{uuid.uuid4().hex[:8]}.parquet"
         target = folder.child(data)
         if isinstance(rows, pa.Table):
             folder.filesystem.create_dir(folder.path, recursive=True)
             pq.write_table(rows, target.path, filesystem=target.filesystem)
-            count = rows.num_rows
-        else:  # from the executors, counted by the write's own Spark job
-            count = _written(rows, target.uri)
+        else:  # from the executors
+            rows.write.parquet(target.uri)
+        if count is None:
+            count = _count(rows)  # a state the tick checkpointed: no recompute
         return _Record(dict(frontier), list(state.arg_types),
                        state.schema.json() if state.schema is not None else None,
                        on_spark=not isinstance(rows, pa.Table), data=data, rows=count,
@@ -283,13 +286,3 @@ def _read_table(file: Folder) -> pa.Table:
 
 def _count(rows: DataFrame | pa.Table) -> int:
     return rows.num_rows if isinstance(rows, pa.Table) else rows.count()
-
-
-def _written(rows: DataFrame, uri: str) -> int:
-    """Write ``rows`` as a Parquet folder at ``uri`` from the executors; their number.
-
-    The rows are counted as they pass (an observed metric: no Spark job of its own).
-    """
-    measured, values = observed(rows, count=F.count(F.lit(1)))
-    measured.write.parquet(uri)
-    return int(values()["count"])

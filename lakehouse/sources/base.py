@@ -61,11 +61,6 @@ class ChangeFeed:
         frame = rows.limit(0)
         return cls.of(frame, to_arrow_schema(frame.schema).empty_table())
 
-    @property
-    def materialized(self) -> bool:
-        """Whether the change is already computed (``arrow`` holds it)."""
-        return self.arrow is not None
-
 
 def projected(names: Sequence[str], columns: Collection[str] | None) -> list[str]:
     """The ``names`` (a table's columns, in order) that ``columns`` asks for.

@@ -93,8 +93,8 @@ class CrossoverBench(TpchBench):
 def run(sf: float = SCALE_FACTOR, fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
     """Load SF ``sf``, warm up, and measure every fraction; the part's results."""
     bench = None
-    try:
-        with fresh_catalog("crossover_run") as (uri, warehouse):
+    with fresh_catalog("crossover_run") as (uri, warehouse):
+        try:
             bench = CrossoverBench(sf, uri, warehouse)
             out: dict[str, Any] = {"scale_factor": sf, "queries": list(QUERIES),
                                    "fractions": list(fractions), "load": bench.load_tables(),
@@ -111,7 +111,7 @@ def run(sf: float = SCALE_FACTOR, fractions: tuple[float, ...] = FRACTIONS) -> d
             out["load_after"] = load_average()
             bench.duck.close()
             bench.spark.catalog.clearCache()
-    finally:
-        if bench is not None:  # a later part builds its own session, wired to its catalog
-            bench.runtime.close()
+        finally:  # before the catalog stops: closing flushes the refresh history to it
+            if bench is not None:  # a later part builds its own session, wired to its catalog
+                bench.runtime.close()
     return out

@@ -233,9 +233,12 @@ class TpchBench:
         (``Runtime._spark_pool``, for its progress bar): the jobs of that group started
         meanwhile.
         """
-        tracker = self.spark.sparkContext.statusTracker()
+        context = self.spark.sparkContext
+        tracker, bus = context.statusTracker(), context._jsc.sc().listenerBus()
+        bus.waitUntilEmpty()  # the tracker learns of jobs from the listener bus
         before, started = set(tracker.getJobIdsForGroup(view)), set[int]()
         yield started
+        bus.waitUntilEmpty()
         started.update(set(tracker.getJobIdsForGroup(view)) - before)
 
     def refresh_engines(self, query: str) -> dict[str, dict[str, Any]]:
@@ -575,8 +578,8 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
     sessions: list[TpchBench] = []
     results: dict[str, Any] = {"scale_factors": dict(
         read_results().get("tpch", {}).get("scale_factors", {}))}
-    try:
-        with fresh_catalog("tpch_run") as (uri, warehouse):
+    with fresh_catalog("tpch_run") as (uri, warehouse):
+        try:
             for sf in scale_factors:
                 started, load = time.time(), load_average()
                 print(f"TPC-H SF {sf}: load", flush=True)
@@ -619,7 +622,7 @@ def run(scale_factors: list[float], batch_scale_factors: list[float], repeats: i
                 save_part("tpch", results)  # a later scale factor may not finish in time
                 bench.duck.close()
                 bench.spark.catalog.clearCache()
-    finally:
-        if sessions:  # the next part builds its own session, wired to its own catalog
-            sessions[-1].runtime.close()
+        finally:  # before the catalog stops: closing flushes the refresh history to it
+            if sessions:  # the next part builds its own session, wired to its own catalog
+                sessions[-1].runtime.close()
     return results
