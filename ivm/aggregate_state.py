@@ -209,11 +209,11 @@ def settled_checked(engine: StateEngine[Rows], form: AggregateForm, arg_types: S
                     rows: Rows) -> Rows:
     """State ``rows`` settled (:meth:`StateEngine.settled`), once no sum of theirs overflowed.
 
-    An overflowed sum is one Spark's ``SUM`` made NULL.
-    Only sums whose type Spark caps at 38 digits (arguments of more than 28) are checked:
-    any other decimal sum, ``decimal(p + 10, s)``, reaches its range only past 10^10 rows
-    at the argument type's largest magnitude. A bigint sum wraps as Spark's does. The check
-    runs while the rows settle (on Spark, no action of its own).
+    An overflowed sum is one Spark's ``SUM`` made NULL. Only sums whose type Spark caps at
+    38 digits (arguments of more than 28) are checked: any other decimal sum,
+    ``decimal(p + 10, s)``, reaches its range only past 10^10 rows at the argument type's
+    largest magnitude. A bigint sum wraps as Spark's does. The check runs while the rows
+    settle (on Spark, no action of its own).
 
     Raises:
         SumOverflowError: A checked sum is NULL, naming the argument.

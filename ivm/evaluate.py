@@ -532,8 +532,8 @@ def _change_aggregate_on_driver(scope: Scope, form: AggregateForm, rows: PlanNod
     if isinstance(change_rows, str):
         change = to_arrow(SPARK_STATE_ENGINE.partial(form, execute.delta(scope, rows),
                                                      state.arg_types))
-        change = settled_checked(engine_of(change), form, state.arg_types,
-                                 change)  # Spark's NULL sums
+        # summed by Spark: a sum past its type is NULL, and raises SumOverflowError here
+        change = settled_checked(engine_of(change), form, state.arg_types, change)
         return change, "spark", change_rows
     local = _rows_on_driver(scope, rows, state)
     engine: Engine = "local"
