@@ -252,6 +252,7 @@ def _read_changes(readers: Mapping[str, SourceReader], plan: ViewPlan, group: _G
 
     The rows are the tick's ``rows_in`` (``auto`` decides with them too); the reason is None
     when the changes were read.
+
     An expired change is gone: the group then recomputes from the new snapshots. With
     ``on_driver`` False, the change feeds are computed by Spark and no partner is read on
     the driver.
