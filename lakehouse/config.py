@@ -421,6 +421,8 @@ def default_column_cache_bytes() -> int:
 DEFAULT_WORKERS = 4
 """Refreshes run at once by default: a tick mostly waits (on the catalog, on storage, on
 Spark's executors), so a few threads keep a slow view from holding up the others."""
+MAX_WORKERS = 64
+"""The most refreshes ``workers`` may run at once."""
 
 
 class Config(_Strict):
@@ -461,7 +463,7 @@ class Config(_Strict):
     engine: EngineSetting = "auto"
     history_table: str | None = "pipeline.refresh_history"
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
-    workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=64)
+    workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=MAX_WORKERS)
 
     @field_validator("history_table")
     @classmethod

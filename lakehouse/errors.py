@@ -106,21 +106,21 @@ class SourceError(LakehouseError):
 class RefreshError(LakehouseError):
     """A refresh (tick) of a view failed.
 
-    Nothing of it was committed to the sink that failed. Sinks commit one after the other
-    (Iceberg, then Delta), so a failure in a later sink leaves the earlier ones committed
-    at the new frontier; the next tick brings the others there (exactly once, since each
-    sink's commit records its frontier).
+    Nothing of it was committed to the sink that failed. Sinks commit at once
+    (:mod:`lakehouse.sink_commits`) and each commit stands on its own, so a failure of one
+    leaves the other committed at the new frontier; the next tick brings the failed one
+    there (exactly once, since each sink's commit records its frontier).
 
     Attributes:
         view: The view's name.
-        committed: The sink kinds (``iceberg``, ``delta``) this refresh committed to
-            before it failed; empty when it committed nothing.
+        committed: The sink kinds (``iceberg``, ``delta``) this refresh committed to,
+            though it failed; empty when it committed nothing.
     """
 
     def __init__(self, message: str, *, view: str, committed: tuple[str, ...] = ()):
         self.view = view
         self.committed = committed
-        suffix = f" (committed to {', '.join(committed)} before the failure)" if committed else ""
+        suffix = f" (committed to {', '.join(committed)} nonetheless)" if committed else ""
         super().__init__(f"view {view!r}: {message}{suffix}")
 
 

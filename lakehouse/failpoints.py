@@ -23,8 +23,11 @@ __all__ = ["ENV", "FAILPOINTS", "LOG_ENV", "failpoint"]
 
 ENV = "LAKEHOUSE_FAILPOINTS"
 LOG_ENV = "LAKEHOUSE_FAILPOINT_LOG"
-FAILPOINTS = ("before-iceberg-commit", "between-sink-commits", "after-sink-commits")
-"""Every failpoint, in the order a refresh reaches them."""
+FAILPOINTS = ("before-sink-commits", "iceberg-committed", "delta-committed",
+              "after-sink-commits")
+"""Every failpoint. A refresh reaches the first before its sinks commit, the next two as
+each sink's commit lands (they run at once: in either order, and the other sink's commit
+may have landed too), the last once both landed."""
 ANY = "*"
 
 _hits: Counter[str] = Counter()

@@ -1,6 +1,6 @@
 """Progress of a refresh, phase by phase, for whoever listens (the CLI's progress bar).
 
-A refresh announces its phases (read sources, compute, Iceberg commit, Delta commit) and
+A refresh announces its phases (read sources, compute, sink commits) and
 the rows it works on with :func:`phase` and :func:`counted`; without a listener these do
 nothing. A listener is installed for a block of code with :func:`reporting`. Spark gives
 no per-row progress of a query, so a phase is the unit; the rows of a phase are known
@@ -16,9 +16,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-PHASES = ("read sources", "compute view", "compute view delta", "Iceberg commit",
-          "Delta commit")
+PHASES = ("read sources", "compute view", "compute view delta", "sink commits")
 """Every phase name a refresh reports, in the order they can occur."""
+PHASES_PER_GROUP = 3
+"""Phases one group of sinks goes through: read sources, compute (the view or its delta),
+sink commits (both at once)."""
 
 
 @dataclass(frozen=True)

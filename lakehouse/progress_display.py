@@ -1,6 +1,6 @@
 """Show refresh progress: a rich progress bar on a terminal, plain lines in a log.
 
-The bar advances by phase (read sources, compute, one commit per sink) and names the rows
+The bar advances by phase (read sources, compute, sink commits) and names the rows
 once known; while a phase runs Spark jobs, it also shows their tasks done out of total
 (Spark's status tracker: the finest progress Spark reports). Without a terminal, full
 refreshes (backfills, which can run long) print one line per phase; incremental ticks
@@ -26,7 +26,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from lakehouse.progress import Phase
+from lakehouse.progress import PHASES_PER_GROUP, Phase
 
 POLL_S = 0.5
 """How often Spark's task counts are read while a phase runs."""
@@ -39,7 +39,7 @@ class ProgressDisplay:
 
     Args:
         console: Where to draw.
-        phases: View name -> phases a refresh of it has (2 + its sinks).
+        phases: View name -> phases a refresh of it has (:data:`PHASES_PER_GROUP`).
         spark: Returns the session's SparkContext once Spark runs (None before), to show
             task counts; None to not poll.
     """
@@ -84,13 +84,13 @@ class ProgressDisplay:
         first = event.view not in self.tasks
         if first:
             self.tasks[event.view] = self.progress.add_task(
-                "", total=self.phases.get(event.view, 4), view=event.view)
+                "", total=self.phases.get(event.view, PHASES_PER_GROUP), view=event.view)
         task = self.tasks[event.view]
         if not first:
             self.progress.advance(task)
         state = next(t for t in self.progress.tasks if t.id == task)
         if state.completed >= (state.total or 0):  # a sink left behind: one more group
-            self.progress.update(task, total=(state.total or 0) + 2)
+            self.progress.update(task, total=(state.total or 0) + PHASES_PER_GROUP - 1)
         self.current[event.view] = event
         self._show(event)
 

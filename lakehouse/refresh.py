@@ -2,7 +2,8 @@
 
 Each sink stores the frontier it reflects in its own commit. Sinks are grouped by
 that frontier and each group gets the delta from its own frontier, so a crash
-between the Iceberg and the Delta commit is repaired by the next tick, exactly once.
+with one of the Iceberg and Delta commits landed is repaired by the next tick, exactly
+once; the two commits run at once.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from lakehouse.config import EngineSetting, ViewConfig
 from lakehouse.errors import RefreshError, SnapshotExpiredError
 from lakehouse.failpoints import failpoint
 from lakehouse.progress import counted, phase
+from lakehouse.sink_commits import SinkCommit, commit_all
 from lakehouse.sources.base import ChangeFeed, SourceReader, TickReads
 from lakehouse.view_state import ViewStates
 from sinks.delta import DeltaSink
@@ -405,20 +407,27 @@ def _replace(sinks: ViewSinks, group: _Group, view: Maintained, committed: list[
 
 def _commit(sinks: ViewSinks, group: _Group, schema: pa.Schema | StructType,
             commit: methodcaller, committed: list[str]) -> None:
-    """Call ``commit`` on the group's Iceberg sink (created with ``schema``), then Delta sink.
+    """Call ``commit`` on the group's Iceberg sink and Delta sink at once, wait for both.
 
-    Both sink kinds commit a delta by ``apply`` and content by ``replace``, from Arrow or
-    Spark rows alike.
+    The Iceberg table is created with ``schema`` first if missing. The commits run at once
+    (:mod:`lakehouse.sink_commits`). Both sink kinds commit a delta by ``apply`` and
+    content by ``replace``, from Arrow or Spark rows alike. The kinds whose commit landed
+    are appended to ``committed``, even when the other one failed; then its error is
+    raised.
     """
-    failpoint("before-iceberg-commit")
+    def iceberg(sink: IcebergSink) -> None:
+        sink.ensure_table(schema)
+        commit(sink)
+
+    calls: list[SinkCommit] = []
     if "iceberg" in group.kinds and sinks.iceberg is not None:
-        phase("Iceberg commit")
-        sinks.iceberg.ensure_table(schema)
-        commit(sinks.iceberg)
-        committed.append("iceberg")
-    failpoint("between-sink-commits")
+        calls.append(("iceberg", partial(iceberg, sinks.iceberg)))
     if "delta" in group.kinds and sinks.delta is not None:
-        phase("Delta commit")
-        commit(sinks.delta)
-        committed.append("delta")
+        calls.append(("delta", partial(commit, sinks.delta)))
+    failpoint("before-sink-commits")
+    phase("sink commits")
+    landed, error = commit_all(calls, on_spark=isinstance(schema, StructType))
+    committed.extend(landed)
+    if error is not None:
+        raise error
     failpoint("after-sink-commits")

@@ -74,14 +74,14 @@ def progress(runtime: Runtime, quiet: bool = False) -> Iterator[ProgressDisplay 
 
     ``quiet`` shows nothing (stdout carries JSON).
     """
-    from lakehouse.progress import reporting
+    from lakehouse.progress import PHASES_PER_GROUP, reporting
     from lakehouse.progress_display import ProgressDisplay
 
     if quiet:
         yield None
         return
 
-    phases = {view.name: 2 + len(view.sinks) for view in runtime.config.views}
+    phases = {view.name: PHASES_PER_GROUP for view in runtime.config.views}
     def context() -> SparkContext | None:  # no task counts before a tick starts Spark
         return runtime.session.sparkContext if runtime.session.started else None
 

@@ -579,6 +579,6 @@ def what_is_left(results: dict[str, Any]) -> list[str]:
             "footer, so a data file whose columns are kept is not opened), and resolves no "
             "snapshot in Spark unless a Spark query reads it. What remains is a catalog "
             "round trip per source and two for the view table "
-            "(its frontier, the commit), the Delta sink's log read and commit (after the "
-            "Iceberg one: the crash test's failpoints sit between them), and the partner "
+            "(its frontier, the commit), the Delta sink's log read and commit (at once "
+            "with the Iceberg one, `lakehouse/sink_commits.py`), and the partner "
             "reads: each a few milliseconds, Python-bound on 2 cores.", ""]

@@ -1,7 +1,10 @@
 """Where a refresh's time goes, from a driver-side cProfile of it.
 
 Time in py4j calls is Spark work on the JVM, so the driver's profile covers the whole
-refresh: a Spark action shows as the Python call that triggered it.
+refresh: a Spark action shows as the Python call that triggered it. cProfile sees only the
+refresh's thread: of the two sink commits, run at once (:mod:`lakehouse.sink_commits`), it
+sees the Delta commit, run on that thread, and then the wait for the Iceberg commit, run on
+a helper thread: the time that commit took beyond the Delta one.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import pstats
 import re
 from typing import Any
 
-PROJECT = re.compile(r"/(lakehouse|ivm|sinks|pyiceberg|deltalake|pyspark/sql)/(.*)\.py$")
+PROJECT = re.compile(
+    r"/(lakehouse|ivm|sinks|pyiceberg|deltalake|pyspark/sql|concurrent/futures)/(.*)\.py$")
 ORCHESTRATION = re.compile(r"/lakehouse/(?!sources/|spark/)[^/]+\.py$")
 """The refresh's own modules (runtime, refresh): their calls into everything else are the
 breakdown's entries (sources, ivm, sinks, Spark actions, Arrow collection)."""
@@ -72,6 +76,7 @@ CATEGORIES = (
     ("Iceberg sink", "sinks/iceberg"),
     ("Delta sink", "sinks/delta"),
     ("other sink work", "sinks/"),
+    ("Iceberg sink, beyond Delta's", "concurrent/futures/"),  # the wait for the helper thread
 )
 """Breakdown rows by the module their function is in: label, path prefix (first match)."""
 

@@ -108,10 +108,9 @@ def test_snapshot_load_then_follow_with_commits_during_and_after(
     assert (load.reason or "").startswith("initial load")
     assert load.rows_out == ROWS
     assert [(p.name, p.rows) for p in reporter.phases] == [
-        ("read sources", None), ("compute view", ROWS), ("Iceberg commit", ROWS),
-        ("Delta commit", ROWS)]
+        ("read sources", None), ("compute view", ROWS), ("sink commits", ROWS)]
     assert all((p.detail or "").startswith("initial load") for p in reporter.phases[1:])
-    assert f"{view.name}: Delta commit (initial load: the sink has no frontier yet), " \
+    assert f"{view.name}: sink commits (initial load: the sink has no frontier yet), " \
            f"{ROWS:,} rows" in out.getvalue()
 
     # The load is the snapshot at the versions it started from: without the commits it ran

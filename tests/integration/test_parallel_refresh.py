@@ -169,7 +169,7 @@ def test_sigterm_lets_the_ticks_in_flight_commit_to_every_sink(
     data = _config_data(catalog_server, namespace, airlines, workers=2)
     path = tmp_path / "lakehouse.yaml"
     path.write_text(yaml.safe_dump(data))
-    env = {**os.environ, FAILPOINTS_ENV: "between-sink-commits@1=term"}  # mid-tick
+    env = {**os.environ, FAILPOINTS_ENV: "iceberg-committed@1=term"}  # mid-tick
     done = subprocess.run(
         [sys.executable, "-m", "lakehouse", "run", "-c", str(path), "--metrics-listen", ""],
         env=env, capture_output=True, text=True, timeout=300, check=False,

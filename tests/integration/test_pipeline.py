@@ -158,8 +158,37 @@ def test_a_refresh_losing_the_delta_race_reports_its_iceberg_commit(
     with pytest.raises(RefreshError) as raised:
         refresh_view(view, runtime.plan(view), runtime.readers, sinks, committed=committed)
     assert raised.value.committed == ("iceberg",)
-    assert "committed to iceberg before the failure" in str(raised.value)
+    assert "committed to iceberg nonetheless" in str(raised.value)
     assert DeltaTable(runtime.delta_uri(view)).version() == delta_version  # nothing written
+
+    assert runtime.refresh(view).mode == "skipped"  # both sinks reflect the sources
+    expected = _expected(runtime, runtime.config.views[0])
+    assert _iceberg_rows(rest_catalog, view.name) == expected
+    assert _delta_rows(runtime, runtime.config.views[0]) == expected
+
+
+def test_a_refresh_losing_the_iceberg_race_still_commits_to_delta(
+    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
+    sources: tuple[str, Path],
+) -> None:
+    namespace, airlines = sources
+    runtime = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
+    view = runtime.config.views[0]
+    runtime.refresh(view)  # the initial load
+    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('DL', 6, 3.0)")
+    sinks = runtime.sinks(view)
+    committed = sinks.frontiers()  # this refresh starts here ...
+    rival = _runtime(catalog_server, namespace, airlines, ["iceberg"])
+    assert rival.refresh(rival.config.views[0]).sinks == ["iceberg"]  # ... another wins Iceberg
+    snapshot = rest_catalog.load_table(view.name).current_snapshot()
+    delta_version = DeltaTable(runtime.delta_uri(view)).version()
+
+    with pytest.raises(RefreshError) as raised:  # the sinks commit at once: Delta lands
+        refresh_view(view, runtime.plan(view), runtime.readers, sinks, committed=committed)
+    assert raised.value.committed == ("delta",)
+    assert "committed to delta nonetheless" in str(raised.value)
+    assert DeltaTable(runtime.delta_uri(view)).version() == delta_version + 1
+    assert rest_catalog.load_table(view.name).current_snapshot() == snapshot  # not again
 
     assert runtime.refresh(view).mode == "skipped"  # both sinks reflect the sources
     expected = _expected(runtime, runtime.config.views[0])

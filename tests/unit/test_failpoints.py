@@ -12,7 +12,7 @@ import pytest
 
 from lakehouse.failpoints import ENV, LOG_ENV, failpoint
 
-HITS = ("before-iceberg-commit", "between-sink-commits", "after-sink-commits") * 3
+HITS = ("before-sink-commits", "iceberg-committed", "after-sink-commits") * 3
 CHILD = ("import sys\nfrom lakehouse.failpoints import failpoint\n"
          f"for name in {HITS!r}:\n    print(name, flush=True)\n    failpoint(name)\n")
 
@@ -25,10 +25,10 @@ def _run(selection: str, log: Path) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize(("selection", "reached", "logged"), [
-    ("between-sink-commits", 2, "between-sink-commits 2"),  # the first hit of that name
-    ("between-sink-commits@2", 5, "between-sink-commits 5"),
-    ("*@7", 7, "before-iceberg-commit 7"),
-    ("nope,*@4", 4, "before-iceberg-commit 4"),
+    ("iceberg-committed", 2, "iceberg-committed 2"),  # the first hit of that name
+    ("iceberg-committed@2", 5, "iceberg-committed 5"),
+    ("*@7", 7, "before-sink-commits 7"),
+    ("nope,*@4", 4, "before-sink-commits 4"),
 ])
 def test_the_selected_hit_kills(tmp_path: Path, selection: str, reached: int,
                                 logged: str) -> None:
@@ -52,4 +52,4 @@ def test_a_count_never_reached_and_no_variable_do_nothing(
     assert (code, len(printed)) == (0, len(HITS))
     assert not (tmp_path / "log").exists()
     monkeypatch.delenv(ENV, raising=False)
-    failpoint("before-iceberg-commit")  # this process lives on
+    failpoint("before-sink-commits")  # this process lives on

@@ -25,8 +25,7 @@ def _backfill() -> None:
     phase("read sources", view="ns.v")
     phase("compute view", detail="initial load: the sink has no frontier yet")
     assert counted(1200) == 1200
-    phase("Iceberg commit")
-    phase("Delta commit")
+    phase("sink commits")
 
 
 def test_phases_without_a_reporter_do_nothing() -> None:
@@ -45,27 +44,25 @@ def test_later_phases_inherit_the_view_detail_and_rows() -> None:
         ("phase", "ns.v", "read sources", None, False),
         ("phase", "ns.v", "compute view", None, True),
         ("rows", "ns.v", "compute view", 1200, True),
-        ("phase", "ns.v", "Iceberg commit", 1200, True),
-        ("phase", "ns.v", "Delta commit", 1200, True),
+        ("phase", "ns.v", "sink commits", 1200, True),
         ("phase", "ns.w", "read sources", None, False),
     ]
     assert describe(recorder.events[3][1]) == (
-        "Iceberg commit (initial load: the sink has no frontier yet), 1,200 rows")
+        "sink commits (initial load: the sink has no frontier yet), 1,200 rows")
 
 
 def test_the_bar_advances_by_phase_on_a_terminal() -> None:
     console = Console(file=io.StringIO(), force_terminal=True, width=200)
-    with ProgressDisplay(console, {"ns.v": 4}) as display, reporting(display):
+    with ProgressDisplay(console, {"ns.v": 3}) as display, reporting(display):
         phase("read sources", view="ns.v")
         phase("compute view", detail="initial load")
         counted(7)
-        phase("Iceberg commit")
+        phase("sink commits")
         (task,) = display.progress.tasks
-        assert (task.completed, task.total) == (2, 4)
-        assert task.description == "Iceberg commit (initial load), 7 rows"
-        phase("Delta commit")
+        assert (task.completed, task.total) == (2, 3)
+        assert task.description == "sink commits (initial load), 7 rows"
         phase("read sources")  # a second group (a sink left behind): the total grows
-        assert display.progress.tasks[0].total == 6
+        assert display.progress.tasks[0].total == 5
         phase("read sources", view="ns.w")  # another view's tick, on another thread
         display.clear(["ns.v"])
         assert [task.fields["view"] for task in display.progress.tasks] == ["ns.w"]
@@ -80,13 +77,12 @@ def test_without_a_terminal_only_full_refreshes_print_lines() -> None:
         phase("read sources", view="ns.inc")
         phase("compute view delta")
         counted(3)
-        phase("Iceberg commit")
+        phase("sink commits")
         display.clear(["ns.inc"])
         _backfill()
     lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
     assert lines == [
         "ns.v: compute view (initial load: the sink has no frontier yet)",
         "ns.v: compute view (initial load: the sink has no frontier yet), 1,200 rows",
-        "ns.v: Iceberg commit (initial load: the sink has no frontier yet), 1,200 rows",
-        "ns.v: Delta commit (initial load: the sink has no frontier yet), 1,200 rows",
+        "ns.v: sink commits (initial load: the sink has no frontier yet), 1,200 rows",
     ]
