@@ -16,7 +16,7 @@ pyiceberg 0.12 does not apply equality deletes: snapshots with any go through Sp
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -51,7 +51,8 @@ class ArrowChangeFeed:
 
 def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
                       schema: Schema, cache: ColumnCache | None = None,
-                      planned: Callable[[int], Mapping[str, FileScanTask]] | None = None,
+                      planned: Callable[[int, Collection[str] | None],
+                                        Mapping[str, FileScanTask]] | None = None,
                       max_rows: int | None = None) -> ArrowChangeFeed | None:
     """The change from snapshot ``old`` to ``new`` of the data files ``paths``.
 
@@ -63,8 +64,10 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
         schema: The Iceberg schema rows are projected onto (by field id).
         cache: Where the row groups that deleted positions are read from are kept
             between ticks (None: nowhere).
-        planned: Gives a snapshot's scan tasks by data file path, when the caller keeps
-            them (:func:`scan_tasks` otherwise).
+        planned: Gives a snapshot's scan tasks by data file path, of the data files given
+            (None: all), when the caller keeps them (:func:`scan_tasks` otherwise). Only
+            ``paths`` are planned when given: a change of a few files of a large table
+            plans those, not every file.
         max_rows: Most rows the driver may read to compute the change (None: no bound),
             checked on the manifests' record counts before any file is read
             (:func:`rows_read`).
@@ -73,8 +76,8 @@ def arrow_change_feed(table: Table, old: int, new: int, paths: set[str] | None,
         The change as a consolidated Arrow Z-set, and which files were read how; None
         when reading it would take more than ``max_rows`` rows.
     """
-    plan = planned or (lambda version: scan_tasks(table, version))
-    before, after = plan(old), plan(new)
+    plan = planned or (lambda version, files: scan_tasks(table, version, paths=files))
+    before, after = plan(old, paths), plan(new, paths)
     candidates = paths if paths is not None else set(before) | set(after)
     kept = sorted(p for p in candidates
                   if p in before and p in after and readable(before[p], after[p]))
@@ -119,12 +122,14 @@ def rows_read(before: Mapping[str, FileScanTask], after: Mapping[str, FileScanTa
     return rows
 
 
-def scan_tasks(table: Table, version: int,
-               manifests: ManifestCache | None = None) -> dict[str, FileScanTask]:
+def scan_tasks(table: Table, version: int, manifests: ManifestCache | None = None,
+               paths: Collection[str] | None = None) -> dict[str, FileScanTask]:
     """The scan tasks of snapshot ``version`` by data file path (delete files attached).
 
-    Planned from the manifest entries ``manifests`` keeps, when given.
+    Planned from the manifest entries ``manifests`` keeps, when given. ``paths``: the data
+    files to plan (None: all).
     """
-    tasks = (manifests.plan_files(table, version) if manifests is not None
-             else table.scan(snapshot_id=version).plan_files())
+    if manifests is None:
+        manifests = ManifestCache(max_entries=0)  # keeps nothing
+    tasks = manifests.plan_files(table, version, paths=paths)
     return {task.file.file_path: task for task in tasks}

@@ -29,7 +29,7 @@ entry, some 200-400 MB).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 from cachetools import Cache, LRUCache
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
@@ -71,7 +71,7 @@ class ManifestCache:
 
     def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES):
         self.max_entries = max_entries
-        self._entries: LRUCache[str, list[ManifestEntry]] = LRUCache(
+        self._entries: LRUCache[str, _Entries] = LRUCache(
             maxsize=max(max_entries, 1), getsizeof=lambda entries: max(len(entries), 1))
         self._lists = _Lists(MANIFEST_LISTS if max_entries else 1, self._unlist)
         # each listed manifest once, with the number of kept lists naming it
@@ -118,8 +118,8 @@ class ManifestCache:
                 del self._listed[path]
                 self._entries.pop(path, None)
 
-    def entries(self, io: FileIO, manifest: ManifestFile,
-                discard_deleted: bool = True) -> list[ManifestEntry]:
+    def entries(self, io: FileIO, manifest: ManifestFile, discard_deleted: bool = True,
+                paths: Collection[str] | None = None) -> list[ManifestEntry]:
         """The entries of ``manifest``, as ``ManifestFile.fetch_manifest_entry`` reads them.
 
         Args:
@@ -127,6 +127,9 @@ class ManifestCache:
             manifest: The manifest file.
             discard_deleted: Leave out the entries of status DELETED (the files the
                 manifest's snapshot removed).
+            paths: Only the entries of these data files, and none of status DELETED
+                (None: every entry). Found through an index of the kept entries by path,
+                so their cost does not grow with the manifest's other entries.
 
         Returns:
             The entries; the list and its entries are shared, not to be changed.
@@ -134,21 +137,34 @@ class ManifestCache:
         with self._lock:
             found = self._entries.get(manifest.manifest_path)
         if found is None:
-            found = manifest.fetch_manifest_entry(io, discard_deleted=False)
+            found = _Entries(manifest.fetch_manifest_entry(io, discard_deleted=False))
             with self._lock:
                 if manifest.manifest_path in self._listed and len(found) <= self.max_entries:
                     self._entries[manifest.manifest_path] = found
+        if paths is not None:
+            return found.live_of(paths)
         if discard_deleted:
             return [e for e in found if e.status != ManifestEntryStatus.DELETED]
         return found
 
     def plan_files(self, table: Table, snapshot_id: int,
-                   row_filter: BooleanExpression | None = None) -> list[FileScanTask]:
+                   row_filter: BooleanExpression | None = None,
+                   paths: Collection[str] | None = None) -> list[FileScanTask]:
         """The scan tasks of snapshot ``snapshot_id`` (as ``table.scan(...).plan_files()``).
 
         Planned by pyiceberg's ``ManifestGroupPlanner`` (manifest, partition and metrics
         pruning by ``row_filter``, None for all rows; delete files matched by sequence
         number) over entries read through this cache.
+
+        Args:
+            table: The table, with the snapshot in its metadata.
+            snapshot_id: The snapshot.
+            row_filter: Rows the scan keeps (None: all).
+            paths: The data files to plan, by path (None: all). A data file's task is
+                the same whichever other files are planned with it; restricted, a plan
+                costs what the snapshot's delete files and the restricted files do, not
+                what every data file's task would (a tick's change feed over a source of
+                thousands of files plans the few its commits changed).
 
         Raises:
             ValueError: The table has no snapshot ``snapshot_id``, or it has equality
@@ -157,8 +173,29 @@ class ManifestCache:
         snapshot = table.metadata.snapshot_by_id(snapshot_id)
         if snapshot is None:
             raise ValueError(f"table {table.name()} has no snapshot {snapshot_id}")
-        planner = _CachedPlanner(self, table, row_filter or AlwaysTrue())
+        planner = _CachedPlanner(self, table, row_filter or AlwaysTrue(),
+                                 frozenset(paths) if paths is not None else None)
         return list(planner.plan_files(self.manifests(table.io, snapshot)))
+
+
+class _Entries(list[ManifestEntry]):
+    """A manifest's entries, and an index of its live ones by data file path.
+
+    The index is made on the first lookup by path (threads racing to make it make equal ones).
+    """
+
+    _live_by_path: dict[str, list[ManifestEntry]] | None = None
+
+    def live_of(self, paths: Collection[str]) -> list[ManifestEntry]:
+        """The entries of the data files ``paths``, but those of status DELETED."""
+        index = self._live_by_path
+        if index is None:
+            index = {}
+            for entry in self:
+                if entry.status != ManifestEntryStatus.DELETED:
+                    index.setdefault(entry.data_file.file_path, []).append(entry)
+            self._live_by_path = index
+        return [entry for path in paths for entry in index.get(path, ())]
 
 
 class _Lists(LRUCache[str, tuple[ManifestFile, ...]]):
@@ -183,11 +220,16 @@ class _Lists(LRUCache[str, tuple[ManifestFile, ...]]):
 
 
 class _CachedPlanner(ManifestGroupPlanner):
-    """pyiceberg's planner, its manifests' entries read through a :class:`ManifestCache`."""
+    """pyiceberg's planner, its manifests' entries read through a :class:`ManifestCache`.
 
-    def __init__(self, cache: ManifestCache, table: Table, row_filter: BooleanExpression):
+    ``paths``: the data files to plan (None: all); delete files are all considered.
+    """
+
+    def __init__(self, cache: ManifestCache, table: Table, row_filter: BooleanExpression,
+                 paths: frozenset[str] | None = None):
         super().__init__(table.metadata, table.io, row_filter)
         self.cache = cache
+        self.paths = paths
 
     def plan_manifest_entries(self, manifests: Iterable[ManifestFile]
                               ) -> Iterator[list[ManifestEntry]]:
@@ -205,9 +247,11 @@ class _CachedPlanner(ManifestGroupPlanner):
         partitions = {spec_id: self._build_partition_evaluator(spec_id)
                       for spec_id in {m.partition_spec_id for m in kept}}
         metrics = self._build_metrics_evaluator()
+        paths = self.paths
 
         def matching(manifest: ManifestFile) -> list[ManifestEntry]:
             matches = partitions[manifest.partition_spec_id]
-            return [entry for entry in self.cache.entries(self.io, manifest)
+            restricted = paths if manifest.content == ManifestContent.DATA else None
+            return [entry for entry in self.cache.entries(self.io, manifest, paths=restricted)
                     if matches(entry.data_file) and metrics(entry.data_file)]
         return ExecutorFactory.get_or_create().map(matching, kept)

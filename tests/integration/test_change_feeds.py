@@ -242,6 +242,31 @@ def test_manifest_cache_plans_as_pyiceberg(spark, iceberg) -> None:
         cache.plan_files(pyiceberg_table, versions[-1]))  # the filter prunes a bucket
     with pytest.raises(ValueError, match="no snapshot 42"):
         cache.plan_files(pyiceberg_table, 42)
+    for version in versions:  # restricted to some data files: their tasks, delete files too
+        assert version is not None
+        whole = _plan(cache.plan_files(pyiceberg_table, version))
+        some = set(sorted(whole)[::2]) | {"s3://nowhere/not-a-file.parquet"}
+        assert _plan(cache.plan_files(pyiceberg_table, version, paths=some)) == {
+            path: deletes for path, deletes in whole.items() if path in some}, version
+
+
+def test_a_change_feed_plans_only_the_files_its_commits_changed(
+    spark, iceberg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, (reader,) = iceberg("restricted", "merge-on-read")
+    versions = [_sql(spark, reader, _insert(table, [row])) for row in ROWS[:5]]
+    versions.append(_sql(spark, reader, f"DELETE FROM {table} WHERE id = 2"))
+    planned: list[frozenset[str] | None] = []
+    plan_files = ManifestCache.plan_files
+
+    def recording(self, table, snapshot_id, row_filter=None, paths=None):  # type: ignore[no-untyped-def]
+        planned.append(frozenset(paths) if paths is not None else None)
+        return plan_files(self, table, snapshot_id, row_filter, paths)
+
+    monkeypatch.setattr(ManifestCache, "plan_files", recording)
+    Exact(reader).steps(versions[-3:])  # an append, a delete of another file's row, both
+    assert planned and None not in planned  # no whole plan of the 5 data files
+    assert max(len(paths or ()) for paths in planned) == 2
 
 
 def test_iceberg_compaction_reads_nothing(spark, iceberg) -> None:

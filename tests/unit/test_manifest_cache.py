@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io.pyarrow import PyArrowFile, PyArrowFileIO
-from pyiceberg.manifest import clear_manifest_cache
+from pyiceberg.manifest import ManifestEntryStatus, clear_manifest_cache
 from pyiceberg.table import Table
 
 from lakehouse.sources import manifest_cache
@@ -106,3 +106,23 @@ def test_entries_are_kept_while_a_kept_list_names_their_manifest(
     cache.entries(io, only_first)
     cache.entries(io, only_first)
     assert io.opened[only_first.manifest_path] == 3  # forgotten: read at each call
+
+
+def test_entries_by_path_are_the_live_entries_of_those_files(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    removed = table.scan().plan_files()[0].file.file_path
+    with table.transaction() as transaction, transaction.update_snapshot().overwrite() as files:
+        files.delete_data_file(next(t.file for t in table.scan().plan_files()
+                                    if t.file.file_path == removed))
+    table = table.refresh()
+    cache, io = ManifestCache(), table.io
+    manifests = cache.manifests(io, table.metadata.snapshots[-1])
+    everything = [e for m in manifests for e in cache.entries(io, m, discard_deleted=False)]
+    deleted = [e for e in everything if e.status == ManifestEntryStatus.DELETED]
+    assert [e.data_file.file_path for e in deleted] == [removed]
+    paths = {e.data_file.file_path for e in everything}
+    for wanted in [set(), {removed}, paths - {removed}, paths | {"file:///nowhere.parquet"}]:
+        for manifest in manifests:
+            found = cache.entries(io, manifest, paths=wanted)
+            assert sorted(map(id, found)) == sorted(
+                id(e) for e in cache.entries(io, manifest) if e.data_file.file_path in wanted)
