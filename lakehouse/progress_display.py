@@ -90,7 +90,7 @@ class ProgressDisplay:
             self.progress.advance(task)
         state = next(t for t in self.progress.tasks if t.id == task)
         if state.completed >= (state.total or 0):  # a sink left behind: one more group
-            self.progress.update(task, total=(state.total or 0) + PHASES_PER_GROUP - 1)
+            self.progress.update(task, total=(state.total or 0) + PHASES_PER_GROUP)
         self.current[event.view] = event
         self._show(event)
 

@@ -153,7 +153,7 @@ def refresh_view(
         NotIncrementalError: The refresh policy is ``incremental`` and the plan is not.
         RefreshError: A source or sink failed; nothing of this refresh is committed
             to the sink that failed (``RefreshError.committed`` names the sinks that
-            committed before it).
+            committed nonetheless).
     """
     started = time.perf_counter()
     if view.refresh == "incremental" and not plan.incremental:

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +35,14 @@ from lakehouse.catalog_client import (
 )
 from lakehouse.config import Config, DeltaSource, Source, ViewConfig, ViewSource
 from lakehouse.dag import refresh_order
-from lakehouse.errors import ConfigError, HistoryError, LakehouseError, ListenError, SourceError
+from lakehouse.errors import (
+    ConfigError,
+    HistoryError,
+    LakehouseError,
+    ListenError,
+    RefreshError,
+    SourceError,
+)
 from lakehouse.history import (
     SUSPENSION_TTL_S,
     HistoryRow,
@@ -465,6 +472,8 @@ class Runtime(AbstractContextManager["Runtime"]):
             self.reflected.forget(view.name)
             self.metrics.record_failure(view.name, degraded_reason(error))
             self._record_failure(view, started_s, before, error)
+            if isinstance(error, RefreshError):  # its other sink's commit may have landed
+                self._list_delta_copy(view, error.committed)
             raise
         finally:
             self.bridge.clear()
@@ -476,16 +485,18 @@ class Runtime(AbstractContextManager["Runtime"]):
         if result.mode != "skipped":
             self._last_failure.pop(view.name, None)
             self._record(HistoryRow.of(result, _utc(started_s), before))
-        if "delta" in result.sinks and view.name not in self._listed_delta_copies:
-            self._list_delta_copy(view)
+        self._list_delta_copy(view, result.sinks)
         return result
 
-    def _list_delta_copy(self, view: ViewConfig) -> None:
+    def _list_delta_copy(self, view: ViewConfig, committed: Collection[str]) -> None:
         """List the view's Delta copy in the catalog, once per process.
 
-        The refresh is committed by then: a refusal is logged, not raised, and the listing
-        is tried again after the next refresh.
+        Only once ``committed`` (the sink kinds a refresh committed to, even one that
+        failed) names it. The commit stands by then: a refusal is logged, not raised, and
+        the listing is tried again after the next refresh.
         """
+        if "delta" not in committed or view.name in self._listed_delta_copies:
+            return
         location = self.delta_uri(view)
         if self.config.warehouse_is_local:
             location = Path(location).as_uri()

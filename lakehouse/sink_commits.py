@@ -33,8 +33,9 @@ SinkCommit = tuple[str, Callable[[], None]]
 """A sink's kind (``iceberg``, ``delta``) and the call that commits to it."""
 
 _HELPERS = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="sink-commit")
-"""Threads for the commits that do not run on the caller's: one per refresh at once at most
-(``workers``), so none waits for a thread; started as needed, then reused."""
+"""Threads for the commits that do not run on the caller's, shared by the process: one per
+refresh at once (a runtime's ``workers``), so that a runtime's refreshes never wait for one;
+started as needed, then reused."""
 
 
 def commit_all(commits: Sequence[SinkCommit], *, on_spark: bool
@@ -60,9 +61,10 @@ def commit_all(commits: Sequence[SinkCommit], *, on_spark: bool
     error: BaseException | None = None
     try:
         _landed(last_kind, last_call)()
-    except Exception as raised:  # kept until the helpers finished; reported in order
+    except Exception as raised:  # reported once the helpers finished, in order
         error = raised
-    done, first = _outcomes(futures)
+    finally:  # an interrupt (Ctrl-C) waits for them too: no commit runs past the return
+        done, first = _outcomes(futures)
     if error is None:
         done.append(last_kind)
     return done, first if first is not None else error

@@ -12,8 +12,8 @@ The pipeline runs as a user runs it, each time in a process of its own: ``lakeho
 until every view has reported its refresh, then SIGTERM. The initial load; then a round of
 changes to both sources (inserts, deletes, updates, several commits each) whose process is
 killed with SIGKILL as a view's Iceberg commit lands, its Delta commit (run at once, and
-slower: a ``MERGE`` of several jobs) still in flight (``LAKEHOUSE_FAILPOINTS``), and the next
-process, which replays it exactly once; then another round of changes and one
+slower: a ``MERGE`` of several jobs) usually still running (``LAKEHOUSE_FAILPOINTS``), and
+the next process, which replays it exactly once; then another round of changes and one
 ``lakehouse tick`` run by ``spark-submit`` (docs/deploy.md), with no ``spark.master`` in the
 file: the master is spark-submit's ``--master``. Every refresh runs on Spark (``engine:
 spark``), incrementally but for the initial load. After each process, every view's Iceberg

@@ -7,8 +7,8 @@ concurrency lets one commit per sink and the other fail cleanly, and its retry s
 the winner's frontier. Afterwards: both sinks equal the full recompute, the frontiers of
 the committed snapshots and Delta versions strictly advance, and the number of commits
 to each sink equals the number of attempts that reported committing to it (nothing applied
-twice). An attempt can win the Iceberg commit and lose the Delta one: it fails, and its
-error names the Iceberg commit.
+twice). The sinks commit at once, so an attempt can win the Iceberg commit and lose the
+Delta one, or the reverse: it fails, and its error names the commit it won.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def test_two_processes_refreshing_one_view_apply_each_change_once(
     _strictly_advancing(iceberg_frontiers, order)
     _strictly_advancing(delta_frontiers, order)
     # One commit per attempt that reported committing to that sink (a refresh that lost
-    # the Delta race after its Iceberg commit reports that commit), plus the initial load.
+    # one sink's race reports its commit to the other), plus the initial load.
     assert len(iceberg_frontiers) == 1 + sum("iceberg" in a["sinks"] for a in attempts)
     assert len(delta_frontiers) == 1 + sum("delta" in a["sinks"] for a in attempts)
     assert iceberg_frontiers[-1] == delta_frontiers[-1] == runtime.refresh(view).frontier

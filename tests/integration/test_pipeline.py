@@ -1,8 +1,8 @@
 """The main job end to end: sources -> refresh -> Iceberg and Delta sinks -> status.
 
 Each step builds a new :class:`Runtime`, as a restarted process would: all it knows
-is what the sinks committed. A crash between the Iceberg and the Delta commit is
-reproduced by refreshing once with the Iceberg sink only.
+is what the sinks committed. A crash with the Iceberg commit landed and the Delta one not
+is reproduced by refreshing once with the Iceberg sink only.
 """
 
 from __future__ import annotations
