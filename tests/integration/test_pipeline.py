@@ -140,9 +140,18 @@ def test_restarts_resume_and_a_sink_left_behind_catches_up(
     assert status.rows == sum(expected.values())
 
 
-def test_a_refresh_losing_the_delta_race_reports_its_iceberg_commit(
+def _sink_versions(runtime: Runtime, rest_catalog: RestCatalog, view: ViewConfig
+                  ) -> dict[str, int | None]:
+    """The view's current Iceberg snapshot id and Delta version."""
+    snapshot = rest_catalog.load_table(view.name).current_snapshot()
+    return {"iceberg": snapshot.snapshot_id if snapshot is not None else None,
+            "delta": DeltaTable(runtime.delta_uri(view)).version()}
+
+
+@pytest.mark.parametrize("rival_wins", ["delta", "iceberg"])
+def test_a_refresh_losing_one_sinks_race_commits_to_the_other(
     spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
-    sources: tuple[str, Path],
+    sources: tuple[str, Path], rival_wins: str,
 ) -> None:
     namespace, airlines = sources
     runtime = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
@@ -151,44 +160,18 @@ def test_a_refresh_losing_the_delta_race_reports_its_iceberg_commit(
     spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('UA', 5, 12.0)")
     sinks = runtime.sinks(view)
     committed = sinks.frontiers()  # this refresh starts here ...
-    rival = _runtime(catalog_server, namespace, airlines, ["delta"])
-    assert rival.refresh(rival.config.views[0]).sinks == ["delta"]  # ... another wins Delta
-    delta_version = DeltaTable(runtime.delta_uri(view)).version()
+    rival = _runtime(catalog_server, namespace, airlines, [rival_wins])
+    assert rival.refresh(rival.config.views[0]).sinks == [rival_wins]  # ... another wins one
+    before = _sink_versions(runtime, rest_catalog, view)
 
-    with pytest.raises(RefreshError) as raised:
+    with pytest.raises(RefreshError) as raised:  # the sinks commit at once: the other lands
         refresh_view(view, runtime.plan(view), runtime.readers, sinks, committed=committed)
-    assert raised.value.committed == ("iceberg",)
-    assert "committed to iceberg nonetheless" in str(raised.value)
-    assert DeltaTable(runtime.delta_uri(view)).version() == delta_version  # nothing written
-
-    assert runtime.refresh(view).mode == "skipped"  # both sinks reflect the sources
-    expected = _expected(runtime, runtime.config.views[0])
-    assert _iceberg_rows(rest_catalog, view.name) == expected
-    assert _delta_rows(runtime, runtime.config.views[0]) == expected
-
-
-def test_a_refresh_losing_the_iceberg_race_still_commits_to_delta(
-    spark: SparkSession, catalog_server: CatalogServerHandle, rest_catalog: RestCatalog,
-    sources: tuple[str, Path],
-) -> None:
-    namespace, airlines = sources
-    runtime = _runtime(catalog_server, namespace, airlines, ["iceberg", "delta"])
-    view = runtime.config.views[0]
-    runtime.refresh(view)  # the initial load
-    spark.sql(f"INSERT INTO lakehouse.{namespace}.flights VALUES ('DL', 6, 3.0)")
-    sinks = runtime.sinks(view)
-    committed = sinks.frontiers()  # this refresh starts here ...
-    rival = _runtime(catalog_server, namespace, airlines, ["iceberg"])
-    assert rival.refresh(rival.config.views[0]).sinks == ["iceberg"]  # ... another wins Iceberg
-    snapshot = rest_catalog.load_table(view.name).current_snapshot()
-    delta_version = DeltaTable(runtime.delta_uri(view)).version()
-
-    with pytest.raises(RefreshError) as raised:  # the sinks commit at once: Delta lands
-        refresh_view(view, runtime.plan(view), runtime.readers, sinks, committed=committed)
-    assert raised.value.committed == ("delta",)
-    assert "committed to delta nonetheless" in str(raised.value)
-    assert DeltaTable(runtime.delta_uri(view)).version() == delta_version + 1
-    assert rest_catalog.load_table(view.name).current_snapshot() == snapshot  # not again
+    other = "iceberg" if rival_wins == "delta" else "delta"
+    assert raised.value.committed == (other,)
+    assert f"committed to {other} nonetheless" in str(raised.value)
+    after = _sink_versions(runtime, rest_catalog, view)
+    assert after[rival_wins] == before[rival_wins]  # nothing written where the rival won
+    assert after[other] != before[other]
 
     assert runtime.refresh(view).mode == "skipped"  # both sinks reflect the sources
     expected = _expected(runtime, runtime.config.views[0])
