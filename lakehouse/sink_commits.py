@@ -6,8 +6,10 @@ and application transaction). A refresh brings every sink forward from its own f
 (:func:`lakehouse.refresh.refresh_view` groups the sinks by frontier), so exactly-once
 needs no order between the two commits: after a crash with one landed, the next refresh
 brings the other one alone. Run together, a refresh waits for the longer of the two
-commits instead of their sum: on Spark each is a ``MERGE`` of several jobs, most of their
-time the driver's planning and the catalog's or the log's round trips.
+commits instead of their sum, as far as the driver has cores for both: measured on 2 cores,
+a tick of the local engine (pyiceberg and delta-rs, 60-90 ms) took 10-16 ms less, and one on
+Spark (a ``MERGE`` each, CPU-bound on a driver sharing its cores with the executors) no
+less (docs/benchmarks.md).
 
 The last commit runs on the calling thread: the Delta sink's Spark path keeps a session
 per thread for its transaction settings (:func:`sinks.delta_spark._commit_session`), and
