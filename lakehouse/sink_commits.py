@@ -9,7 +9,8 @@ brings the other one alone. Run together, a refresh waits for the longer of the 
 commits instead of their sum, as far as the driver has cores for both: measured on 2 cores,
 a tick of the local engine (pyiceberg and delta-rs, 60-90 ms) took 10-16 ms less, and one on
 Spark (a ``MERGE`` each, CPU-bound on a driver sharing its cores with the executors) no
-less (docs/benchmarks.md).
+less; with four refreshes at once, their 90th percentile was no worse than one commit after
+the other.
 
 The last commit runs on the calling thread: the Delta sink's Spark path keeps a session
 per thread for its transaction settings (:func:`sinks.delta_spark._commit_session`), and
