@@ -337,7 +337,11 @@ def _split_table(tpch: dict[str, Any]) -> list[str]:
             "spends them: change feeds and snapshot lookups (`lakehouse/sources/`), building "
             "the view delta (`ivm/`), Spark actions it triggers itself (`count`, `persist`), "
             "collecting to Arrow (`lakehouse/spark/`), the sinks; *other*: the rest (pyiceberg "
-            "and py4j calls made directly, the refresh's own code).", ""] + _table(
+            "and py4j calls made directly, the refresh's own code). In refreshes measured "
+            "since the two sinks commit at once (`lakehouse/sink_commits.py`, 2026-11-29), "
+            "the Iceberg commit runs on a helper thread, which the profile does not see: when "
+            "both sinks commit, its time shows only beyond the Delta commit's (*Iceberg sink, "
+            "beyond Delta's*, a column shown when not zero).", ""] + _table(
         ["SF", "refresh", "total s", "Spark jobs"] + labels + ["load"], rows)
 
 
