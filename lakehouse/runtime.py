@@ -445,7 +445,6 @@ class Runtime(AbstractContextManager["Runtime"]):
         """One tick of ``view`` alone (a ``poll`` may skip it: :mod:`lakehouse.reflected`)."""
         started_s = time.time()
         before: Mapping[str, int] | None = None
-        self._spark_pool(view)
         try:  # the tick loads each source's metadata from the catalog once
             sources = self._sources(view)
             reflected = (self.reflected.unchanged(view.name, sources, _versions_age_s(view))
@@ -455,6 +454,7 @@ class Runtime(AbstractContextManager["Runtime"]):
                                        duration_s=time.time() - started_s)
                 self.metrics.record(result, reflected.as_of_s)
                 return result
+            self._spark_pool(view)  # py4j calls: not for a skipped poll
             with pinned(self.readers[name] for name in sources):
                 sinks = self.sinks(view)
                 committed = sinks.frontiers()  # read once per tick: a catalog round trip each
