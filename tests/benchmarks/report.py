@@ -17,6 +17,7 @@ from tests.benchmarks.common import read_results  # noqa: E402
 from tests.benchmarks.crossings import KINDS, crossovers, points  # noqa: E402
 from tests.benchmarks.findings import findings, ran_on, spark_jobs  # noqa: E402
 from tests.benchmarks.profile import CATEGORIES, categorize  # noqa: E402
+from tests.benchmarks.soak_probes import lag_windows  # noqa: E402
 from tests.benchmarks.targets import (  # noqa: E402
     FLOOR_ENGINES,
     QUERIES,
@@ -642,7 +643,8 @@ def _soak(soak: dict[str, Any]) -> list[str]:
                      "max lag s", "SLO", "pipeline SLO", "refreshes", "mean refresh s",
                      "max refresh s"],
                     [_soak_row(name, v) for name, v in soak["views"].items()])
-    lines += _soak_verdict(soak["verdict"], goals, soak.get("crash")) + _soak_rss(soak)
+    lines += _soak_verdict(soak["verdict"], goals, soak.get("crash")) + _soak_windows(soak)
+    lines += _soak_rss(soak)
     lines += ["![soak lag](benchmarks/soak_lag.png)", "", "![soak RSS](benchmarks/soak_rss.png)",
               ""]
     _plot_soak(soak)
@@ -684,6 +686,21 @@ def _soak_verdict(verdict: dict[str, Any], goals: dict[str, Any],
                  f"{goals['rss_growth']:.0%}, last minute against the first): " + ", ".join(
                      f"{k.removesuffix('_mib')} {'–' if v is None else f'{v:+.1%}'}"
                      for k, v in verdict["rss_growth_share"].items()), "the growth shown"), ""]
+
+
+def _soak_windows(soak: dict[str, Any]) -> list[str]:
+    """The fast views' lag, window by window: steady, or growing over the soak."""
+    fast = [v.get("lag_per_s", []) for v in soak["views"].values() if v["kind"] == "fast"]
+    windows = lag_windows(fast, int(soak["warmup_s"]))
+    if len(windows) < 2:
+        return []
+    rows = [[f"{w['from_s'] / 60:.0f}-{w['until_s'] / 60:.0f}", _s(w["p50_lag_s"]),
+             _s(w["p99_lag_s"]), _s(w["max_lag_s"])] for w in windows]
+    return ["Fast views' lag over the soak: the largest lag of each second, pooled over the "
+            "fast views, in windows of 10 minutes after the warm-up (higher than the "
+            "quantiles of the table above, which count every 0.15 s sample, not each "
+            "second's largest).", ""] + _table(
+        ["minutes", "p50 lag s", "p99 lag s", "max lag s"], rows)
 
 
 def _soak_rss(soak: dict[str, Any]) -> list[str]:

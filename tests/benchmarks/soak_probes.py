@@ -363,6 +363,37 @@ def lag_per_second(series: ViewSeries, since_s: float, until_s: float) -> list[f
     return out
 
 
+def lag_windows(lag_per_s: list[list[float]], since_s: int,
+                window_s: int = 600) -> list[dict[str, Any]]:
+    """Quantiles of the largest lag of each second, pooled over views, window by window.
+
+    Shows whether lag holds steady over a long soak or grows with the source's commits.
+
+    Args:
+        lag_per_s: Each view's largest lag of each second (:func:`lag_per_second`).
+        since_s: The first second measured (the end of the warm-up).
+        window_s: Seconds per window; the last one may be shorter (at least half of it,
+            else it joins the one before).
+
+    Returns:
+        One dict a window: ``from_s``, ``until_s`` (seconds since the views were built),
+        ``p50_lag_s``, ``p99_lag_s``, ``max_lag_s``.
+    """
+    end = max((len(lags) for lags in lag_per_s), default=0)
+    bounds = list(range(since_s, end, window_s)) + [end]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] < window_s / 2:
+        del bounds[-2]
+    windows = []
+    for start, stop in zip(bounds, bounds[1:], strict=False):
+        ranked = sorted(lag for lags in lag_per_s for lag in lags[start:stop])
+        if ranked:
+            windows.append({"from_s": start, "until_s": stop,
+                            "p50_lag_s": ranked[int(0.5 * len(ranked))],
+                            "p99_lag_s": ranked[min(len(ranked) - 1, int(0.99 * len(ranked)))],
+                            "max_lag_s": ranked[-1]})
+    return windows
+
+
 class RssSampler:
     """RSS of a process (Python) and of its ``java`` descendants (the JVM), over time."""
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 from tests.benchmarks.common import median_sample, worst_check
 from tests.benchmarks.findings import findings
 from tests.benchmarks.profile import breakdown, categorize
+from tests.benchmarks.soak_probes import lag_windows
 from tests.benchmarks.targets import cli_medians, targets
 from tests.benchmarks.verify import compare
 
@@ -110,3 +111,13 @@ def test_cli_targets_hold_only_local_refreshes_to_the_goals() -> None:
     assert rows["CLI tick / floor, v.a (served catalog)"][2] == "1.50×"
     assert rows["CLI refresh wall, v.a (embedded catalog)"][3] == "**missed** (0.50 s over)"
     assert rows["CLI tick / floor, v.a (embedded catalog)"][3] == "**missed** (1.5× over)"
+
+
+def test_lag_windows_pool_the_views_seconds_window_by_window() -> None:
+    steady, growing = [0.5] * 70, [0.1] * 10 + [float(s) for s in range(60)]
+    windows = lag_windows([steady, growing], since_s=10, window_s=20)
+    assert [(w["from_s"], w["until_s"]) for w in windows] == [(10, 30), (30, 50), (50, 70)]
+    assert [w["max_lag_s"] for w in windows] == [19.0, 39.0, 59.0]
+    assert [w["p50_lag_s"] for w in windows] == [0.5, 20.0, 40.0]  # 20 of 0.5, 20 rising
+    assert lag_windows([[1.0] * 35], since_s=0, window_s=20)[-1]["until_s"] == 35
+    assert [(w["from_s"], w["until_s"]) for w in lag_windows([[1.0] * 25], 0, 20)] == [(0, 25)]
