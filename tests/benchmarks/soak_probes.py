@@ -126,6 +126,10 @@ class Writer:
         expire_every: Every this many commits, snapshots older than
             :data:`KEEP_SNAPSHOTS_S` are expired (0: never), but none a view still reflects.
         oldest_reflected: The oldest source snapshot some view reflects (None: keep all).
+        snapshot_counts: After each commit, when (seconds since the epoch) and how many
+            snapshots the source's metadata holds.
+        first_expiry_s: When (seconds since the epoch) an expiry first removed snapshots:
+            from then on the metadata's size stays between its bounds (None: not yet).
     """
 
     table: Table
@@ -139,6 +143,8 @@ class Writer:
     expired: int = 0
     errors: list[str] = field(default_factory=list)
     commit_s: list[float] = field(default_factory=list)
+    snapshot_counts: list[tuple[float, int]] = field(default_factory=list)
+    first_expiry_s: float | None = None
     _appended: list[list[DataFile]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -188,6 +194,7 @@ class Writer:
         snapshot = self.table.current_snapshot()
         if snapshot is not None:
             self.log.add(snapshot.snapshot_id, time.time())
+        self.snapshot_counts.append((time.time(), len(self.table.metadata.snapshots)))
 
     def _expire(self) -> None:
         oldest = self.oldest_reflected()
@@ -201,6 +208,8 @@ class Writer:
         if old:
             self.table.maintenance.expire_snapshots().by_ids(old).commit()
             self.expired += len(old)
+            if self.first_expiry_s is None:
+                self.first_expiry_s = time.time()
 
 
 @dataclass

@@ -11,6 +11,7 @@ import pyarrow as pa
 from tests.benchmarks.common import median_sample, worst_check
 from tests.benchmarks.findings import findings
 from tests.benchmarks.profile import breakdown, categorize
+from tests.benchmarks.soak import rss_since_s, thinned
 from tests.benchmarks.soak_probes import lag_windows
 from tests.benchmarks.targets import cli_medians, targets
 from tests.benchmarks.verify import compare
@@ -121,3 +122,16 @@ def test_lag_windows_pool_the_views_seconds_window_by_window() -> None:
     assert [w["p50_lag_s"] for w in windows] == [0.5, 20.0, 40.0]  # 20 of 0.5, 20 rising
     assert lag_windows([[1.0] * 35], since_s=0, window_s=20)[-1]["until_s"] == 35
     assert [(w["from_s"], w["until_s"]) for w in lag_windows([[1.0] * 25], 0, 20)] == [(0, 25)]
+
+
+def test_rss_is_judged_from_the_sources_first_expiry_when_later_than_the_warm_up() -> None:
+    assert rss_since_s(first_expiry_s=250.0, since_s=100.0, until_s=900.0) == 250.0
+    assert rss_since_s(first_expiry_s=50.0, since_s=100.0, until_s=900.0) == 100.0
+    assert rss_since_s(first_expiry_s=None, since_s=100.0, until_s=900.0) == 100.0
+    assert rss_since_s(first_expiry_s=950.0, since_s=100.0, until_s=900.0) == 900.0
+
+
+def test_snapshot_counts_are_thinned_to_one_per_step_since_built() -> None:
+    counts = [(1000.0 + i * 0.5, 10 + i) for i in range(25)]
+    assert thinned(counts, built=1002.0, step_s=5.0) == [
+        {"t": -2.0, "snapshots": 10}, {"t": 3.0, "snapshots": 20}, {"t": 8.0, "snapshots": 30}]
