@@ -715,8 +715,9 @@ def _soak_rss(soak: dict[str, Any]) -> list[str]:
              "its bounded caches fill as tables change: 64 MiB "
              "of `loadTable` bodies by default). Judged from "
              f"{since:.0f} s after every view was built: the writer's first snapshot expiry, "
-             "from when the `events` source's metadata, which every refresh reads, holds a "
-             "steady number of snapshots (plotted); before it, each commit adds one. *first*, "
+             "from when the number of snapshots in the `events` source's metadata, which every "
+             "refresh reads, stays between bounds (plotted); before it, each commit adds one. "
+             "*first*, "
              "*last*: mean of the first and last minute (a third of the span when shorter); "
              "*slope*: least squares, over the judged time and over its second half (a "
              "leak keeps its slope; caches filling up to their bounds flatten out).", ""]

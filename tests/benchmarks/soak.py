@@ -26,10 +26,10 @@ Measured after the warm-up (``--soak-warmup-s``, counted from when every view fi
 committed): each view's lag, sampled every 0.15 s from the catalog (see
 :mod:`tests.benchmarks.soak_probes`), its p50/p99/max and SLO compliance (share of the
 time within target); each view's refreshes from the pipeline's refresh history; the RSS of
-the ``lakehouse run`` process and of its JVM every 5 s, and their growth once the source's
-metadata holds a steady number of snapshots (after the writer's first expiry, about four
-minutes in: until then each commit adds a snapshot that every refresh's metadata parse
-carries). Goals: fast views SLO ≥ 0.99 and p99 lag ≤ 2 s, slow refreshes over 10 s, no RSS
+the ``lakehouse run`` process and of its JVM every 5 s, and their growth once the number of
+snapshots in the source's metadata stays between bounds (after the writer's first expiry,
+about four minutes in: until then each commit adds a snapshot that every refresh's metadata
+parse carries). Goals: fast views SLO ≥ 0.99 and p99 lag ≤ 2 s, slow refreshes over 10 s, no RSS
 growth after the warm-up.
 """
 
