@@ -704,6 +704,11 @@ def _soak_windows(soak: dict[str, Any]) -> list[str]:
         ["minutes", "p50 lag s", "p99 lag s", "max lag s"], rows)
 
 
+RSS_COLUMNS = ["process", "first MiB", "last MiB", "growth MiB", "slope MiB/min",
+               "second half's slope MiB/min", "max MiB"]
+"""Columns of the soak's RSS growth tables (one row per process: :func:`_rss_rows`)."""
+
+
 def _soak_rss(soak: dict[str, Any]) -> list[str]:
     options = soak.get("spark_conf", {}).get("spark.driver.extraJavaOptions", "")
     heap = (f"its heap committed at its start: `{options}`" if "-Xms" in options else
@@ -721,14 +726,12 @@ def _soak_rss(soak: dict[str, Any]) -> list[str]:
              "*last*: mean of the first and last minute (a third of the span when shorter); "
              "*slope*: least squares, over the judged time and over its second half (a "
              "leak keeps its slope; caches filling up to their bounds flatten out).", ""]
-    lines += _table(["process", "first MiB", "last MiB", "growth MiB", "slope MiB/min",
-                     "second half's slope MiB/min", "max MiB"], _rss_rows(soak["rss_growth"]))
+    lines += _table(RSS_COLUMNS, _rss_rows(soak["rss_growth"]))
     early = soak.get("rss_growth_from_warmup")
     if early and since > soak["warmup_s"]:
         lines += [f"The same from the end of the lag warm-up ({soak['warmup_s']:.0f} s), "
                   "while the source's metadata was still growing:", ""]
-        lines += _table(["process", "first MiB", "last MiB", "growth MiB", "slope MiB/min",
-                         "second half's slope MiB/min", "max MiB"], _rss_rows(early))
+        lines += _table(RSS_COLUMNS, _rss_rows(early))
     return lines
 
 

@@ -191,10 +191,10 @@ class Writer:
             self._expire()
 
     def _record(self) -> None:
-        snapshot = self.table.current_snapshot()
+        now, snapshot = time.time(), self.table.current_snapshot()
         if snapshot is not None:
-            self.log.add(snapshot.snapshot_id, time.time())
-        self.snapshot_counts.append((time.time(), len(self.table.metadata.snapshots)))
+            self.log.add(snapshot.snapshot_id, now)
+        self.snapshot_counts.append((now, len(self.table.metadata.snapshots)))
 
     def _expire(self) -> None:
         oldest = self.oldest_reflected()
