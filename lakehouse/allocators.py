@@ -1,53 +1,59 @@
-"""Native allocator settings for a long-running process (``lakehouse run``, ``serve``).
+"""Native allocator settings of the ``lakehouse`` command's processes.
 
 A refresher allocates from native allocators besides Python's own: glibc's ``malloc``
-(used by Python for objects over 512 bytes, and by delta-rs and the other Rust and C
-libraries; one arena per thread that allocated, up to eight per core), Arrow's memory
-pool (mimalloc by default in pyarrow's wheels) and DuckDB's. Under a source committing
-every second, the soak benchmark (docs/benchmarks.md, *Soak*) measured the process's
-resident memory growing about 2 MiB a minute for 50 minutes while Python objects and
-Arrow's allocated bytes stayed flat: freed memory the allocators kept. Three settings
-return it:
+(Python objects over 512 bytes, and C and C++ libraries' own objects; one arena per
+thread that allocated, up to eight per core), Arrow's memory pool (mimalloc by default in
+pyarrow's wheels), DuckDB's and delta-rs's (jemalloc, each its own). Under a source
+committing every second, the soak benchmark (docs/benchmarks.md, *Soak*) measured
+``lakehouse run``'s resident memory growing about 2 MiB a minute for 50 minutes while
+Python objects and Arrow's allocated bytes stayed flat: freed memory that glibc's arenas
+and mimalloc kept. Three settings return it:
 
-- Arrow's jemalloc pool, which purges freed pages after a second (``dirty_decay_ms``);
+- Arrow's jemalloc pool, which purges freed pages within a second or two
+  (``dirty_decay_ms`` and ``muzzy_decay_ms`` of 1000 in pyarrow's build);
 - at most two glibc arenas, which share freed chunks between threads instead of
   stranding them in an idle thread's arena;
 - a fixed glibc mmap threshold. By default glibc raises it to the size of each large
-  block freed (up to 32 MiB), so the next large blocks (a table's metadata document,
-  a manifest list) come from the arenas, between small long-lived chunks that keep the
-  arenas from shrinking. Held at 128 KiB, each large block is unmapped when freed.
+  block freed (up to 32 MiB), so the next large blocks (a table's metadata document, a
+  manifest list) come from the arenas, between small long-lived chunks that keep the
+  arenas from shrinking. Held at 128 KiB, a large block gets pages of its own, unmapped
+  when it is freed, unless a free chunk of an arena fits it.
 
-Each setting yields to its standard environment variable when the user set one
-(``ARROW_DEFAULT_MEMORY_POOL``, ``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_``), and is
-skipped where unavailable (a pyarrow built without jemalloc, a C library other than
-glibc). Source: glibc manual, "Memory Allocation Tunables" and ``mallopt(3)``.
+Each setting yields to the user's own choice in the environment (``ARROW_DEFAULT_MEMORY_POOL``,
+``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_``, or ``GLIBC_TUNABLES``), and the glibc
+ones are skipped under another C library. Sources: glibc manual, "Memory Allocation
+Tunables"; ``mallopt(3)``; Arrow's "Memory Management" (default pool selection).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-import pyarrow as pa
-
-__all__ = ["ARENA_MAX", "MMAP_THRESHOLD_BYTES", "AllocatorSettings", "configure_allocators"]
+__all__ = ["ARENA_MAX", "ARROW_POOL", "MMAP_THRESHOLD_BYTES", "AllocatorSettings",
+           "configure_allocators"]
 
 log = logging.getLogger(__name__)
 
+ARROW_POOL = "jemalloc"
+"""Arrow's default memory pool (``ARROW_DEFAULT_MEMORY_POOL``), read when pyarrow loads."""
+
 ARENA_MAX = 2
-"""glibc arenas a long-running process may use (``mallopt(M_ARENA_MAX)``)."""
+"""glibc arenas a process may use (``mallopt(M_ARENA_MAX)``)."""
 
 MMAP_THRESHOLD_BYTES = 128 * 1024
-"""Allocations from this size on get pages of their own, unmapped when freed
-(``mallopt(M_MMAP_THRESHOLD)``): glibc's initial threshold, held fixed."""
+"""Blocks from this size on get pages of their own (``mallopt(M_MMAP_THRESHOLD)``):
+glibc's initial threshold, held fixed."""
 
-_M_MMAP_THRESHOLD = -3
-_M_ARENA_MAX = -8
-"""``M_MMAP_THRESHOLD`` and ``M_ARENA_MAX`` in glibc's ``malloc.h``."""
+M_MMAP_THRESHOLD = -3
+"""``mallopt``'s option for the mmap threshold (glibc's ``malloc.h``)."""
+
+M_ARENA_MAX = -8
+"""``mallopt``'s option for the arena limit (glibc's ``malloc.h``)."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,11 @@ class AllocatorSettings:
     """What :func:`configure_allocators` left in effect.
 
     Attributes:
-        arrow_pool: The backend of Arrow's default memory pool (``jemalloc``, ``mimalloc``,
-            ``system``).
+        arrow_pool: ``ARROW_DEFAULT_MEMORY_POOL``: the pool pyarrow takes as it loads.
         arena_max: The glibc arena limit this call set, or ``None`` when it set none (the
-            environment sets it, or the C library is not glibc).
+            user chose, the C library is not glibc, or ``mallopt`` refused).
         mmap_threshold_bytes: The fixed glibc mmap threshold this call set, or ``None``
-            (the environment sets ``MALLOC_MMAP_THRESHOLD_``, or not glibc).
+            (likewise).
     """
 
     arrow_pool: str
@@ -68,44 +73,51 @@ class AllocatorSettings:
     mmap_threshold_bytes: int | None
 
 
-def configure_allocators(environ: Mapping[str, str] | None = None) -> AllocatorSettings:
-    """Give Arrow the jemalloc pool and bound glibc's arenas, unless the environment chose.
+def configure_allocators(environ: MutableMapping[str, str] | None = None) -> AllocatorSettings:
+    """Choose Arrow's jemalloc pool, bound glibc's arenas and fix its mmap threshold.
 
-    Call it once, early, before the threads that refresh start: the arena limit binds the
-    arenas created after it.
+    Call it before pyarrow is imported (Arrow reads its pool from the environment once,
+    and its C++ code keeps that pool) and before other threads start (the arena limit
+    binds arenas created later). The ``lakehouse`` command calls it first thing
+    (``lakehouse/cli.py``). Child processes inherit the Arrow pool, not the glibc options.
 
     Args:
-        environ: The environment to consult (``os.environ`` when ``None``).
+        environ: The environment to read the user's choices from and to set
+            ``ARROW_DEFAULT_MEMORY_POOL`` in (``os.environ`` when ``None``).
 
     Returns:
         The settings in effect.
     """
     env = os.environ if environ is None else environ
-    if "ARROW_DEFAULT_MEMORY_POOL" not in env:
-        _use_jemalloc()
-    mallopt = _glibc_mallopt()
+    pool = env.setdefault("ARROW_DEFAULT_MEMORY_POOL", ARROW_POOL)
+    tunables = env.get("GLIBC_TUNABLES", "")
     arenas = threshold = None
-    if mallopt is not None and "MALLOC_ARENA_MAX" not in env:
-        arenas = ARENA_MAX if mallopt(_M_ARENA_MAX, ARENA_MAX) == 1 else None
-    if mallopt is not None and "MALLOC_MMAP_THRESHOLD_" not in env:
-        ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
-        threshold = MMAP_THRESHOLD_BYTES if ok else None
-    return AllocatorSettings(pa.default_memory_pool().backend_name, arenas, threshold)
+    if "MALLOC_ARENA_MAX" not in env and "glibc.malloc.arena_max" not in tunables:
+        arenas = ARENA_MAX if _mallopt(M_ARENA_MAX, ARENA_MAX) else None
+    if ("MALLOC_MMAP_THRESHOLD_" not in env
+            and "glibc.malloc.mmap_threshold" not in tunables):
+        fixed = _mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+        threshold = MMAP_THRESHOLD_BYTES if fixed else None
+    settings = AllocatorSettings(pool, arenas, threshold)
+    log.info("allocators: %s", settings)
+    return settings
 
 
-def _use_jemalloc() -> None:
+def _mallopt(option: int, value: int) -> bool:
+    """Call glibc's ``mallopt(option, value)``; ``False`` if it refused or is not glibc."""
+    if not _is_glibc():
+        return False
     try:
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
-    except NotImplementedError:  # pyarrow built without jemalloc
-        log.info("pyarrow has no jemalloc pool; Arrow keeps %s",
-                 pa.default_memory_pool().backend_name)
+        mallopt = ctypes.CDLL(None).mallopt  # the C library this process runs on
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(option, value) == 1)
 
 
-def _glibc_mallopt() -> Callable[[int, int], int] | None:
-    """The C library's ``mallopt`` if it is glibc, else ``None``."""
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is None or getattr(libc, "gnu_get_libc_version", None) is None:
-        return None
-    mallopt: Callable[[int, int], int] = libc.mallopt
-    return mallopt
+def _is_glibc() -> bool:
+    try:
+        return sys.platform.startswith("linux") and bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (ValueError, OSError):  # a C library without the name
+        return False

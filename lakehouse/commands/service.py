@@ -31,11 +31,9 @@ def run(
         help="HOST:PORT serving Prometheus /metrics; empty to disable.")] = "127.0.0.1:9464",
 ) -> None:
     """Refresh every view on its cadence until Ctrl-C or SIGTERM."""
-    from lakehouse.allocators import configure_allocators
     from lakehouse.runtime import Runtime
     from lakehouse.scheduler import Scheduler
 
-    configure_allocators()  # before any thread that refreshes starts
     settings = load(config)
     metrics_address = _metrics_address(metrics_listen)
     try:  # the ports are checked (metrics) and bound (catalog) before Spark starts
@@ -140,13 +138,11 @@ def serve(config: ConfigOption = Path("lakehouse.yaml"),
     from catalog_api.errors import ListenError as CatalogListenError
     from catalog_api.security import AuthSetupError
     from catalog_api.server import serve as serve_catalog
-    from lakehouse.allocators import configure_allocators
     from lakehouse.catalog_client import auth_config_error, catalog_settings
     from lakehouse.errors import ListenError
     from lakehouse.served import pipeline_routers
     from lakehouse.storage_probe import prepare_warehouse
 
-    configure_allocators()  # before the server's threads start
     settings = load(config)
     try:
         prepare_warehouse(settings)
