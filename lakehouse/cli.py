@@ -9,14 +9,8 @@ from __future__ import annotations
 import atexit
 import gc
 
-from lakehouse.allocators import configure_allocators
-
-# Before pyarrow loads (the commands import it) and before any thread starts: Arrow takes
-# its pool from the environment as it loads, and glibc's arena limit binds later arenas.
-configure_allocators()
-
-from lakehouse.commands import service, views  # noqa: E402
-from lakehouse.commands.common import app  # noqa: E402
+from lakehouse.commands import service, views
+from lakehouse.commands.common import app
 
 __all__ = ["app", "service", "views"]
 
