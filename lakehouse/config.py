@@ -357,8 +357,9 @@ class MaintenanceConfig(_Strict):
     Attributes:
         every: Cadence: a duration (``1h``) or a cron expression; null (or ``off``)
             disables scheduled maintenance (``lakehouse maintain`` still runs it).
-        retain_for: Snapshots (Iceberg) and removed files (Delta ``VACUUM``) younger than
-            this are kept: a duration, ``0s`` keeps none for age alone.
+        retain_for: Snapshots (Iceberg), removed files (Delta ``VACUUM``) and Delta log
+            entries (``delta.logRetentionDuration``) younger than this are kept: a
+            duration, ``0s`` keeps none for age alone.
         keep_snapshots: The newest snapshots of each view table kept whatever their age
             (at least 1: the current one).
         compact_min_files: Compact a table once it has at least this many small data files

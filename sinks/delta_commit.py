@@ -29,10 +29,12 @@ from sinks.refresh_state import REFRESH_STATE_KEY
 USER_METADATA = "userMetadata"
 """The commit info field holding the freshness properties as a JSON object."""
 
-MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END",
+                                    "SET TBLPROPERTIES"})
 """Commit info ``operation`` of the commits that change no row: compaction (``OPTIMIZE``,
-its ``add`` and ``remove`` actions all ``dataChange: false``) and ``VACUUM``, as delta-rs
-and delta-spark name them. They carry no frontier; the one before them still holds."""
+its ``add`` and ``remove`` actions all ``dataChange: false``), ``VACUUM`` and table
+properties (the log retention maintenance sets), as delta-rs and delta-spark name them.
+They carry no frontier; the one before them still holds."""
 
 HISTORY_GROWTH = 8
 """How many times more commits each further read of the log takes when looking for the
