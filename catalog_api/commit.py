@@ -14,13 +14,14 @@ manifests the parent snapshot did not have, and every data and delete file those
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pyiceberg.catalog import Catalog
+from pyiceberg.catalog import METADATA, Catalog, delete_files
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.io import FileIO
@@ -36,8 +37,11 @@ from sqlalchemy.orm import Session
 
 from catalog_api.errors import BadRequestError
 from catalog_api.locations import check_inside, statistics_paths, table_roots, unreadable_reason
+from catalog_api.metadata_files import dropped_metadata_files
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -255,6 +259,9 @@ def publish_commits(
 ) -> None:
     """Write the new metadata files and swap all catalog rows in one database transaction.
 
+    Once the swap committed, the metadata files each table's log dropped are deleted when
+    the table asks for it (:mod:`catalog_api.metadata_files`).
+
     Args:
         catalog: The SQL catalog holding the tables.
         plans: Planned commits, at most one per table.
@@ -274,3 +281,21 @@ def publish_commits(
         for plan in changed:
             _publish_row(session, catalog, plan)
         session.commit()
+    for plan in changed:
+        _delete_dropped_metadata(plan)
+
+
+def _delete_dropped_metadata(plan: PlannedCommit) -> None:
+    """Delete the old metadata files a published commit dropped, if its table asks.
+
+    See :mod:`catalog_api.metadata_files`. Never raises: the commit stands, and a file
+    that could not be deleted is logged.
+    """
+    if plan.base is None:
+        return
+    try:
+        dropped = dropped_metadata_files(plan.base.metadata, plan.staged.metadata)
+        delete_files(plan.staged.io, dropped, METADATA)  # logs an OSError itself
+    except Exception:  # another FileIO's error: the commit is published all the same
+        logger.warning("Could not delete the old metadata files of %s",
+                       ".".join(plan.identifier), exc_info=True)

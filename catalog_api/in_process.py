@@ -42,6 +42,7 @@ from catalog_api.entity_rows import kind_of
 from catalog_api.errors import CatalogError
 from catalog_api.generic_table_models import CreateGenericTableRequest
 from catalog_api.generic_tables import GenericTableStore
+from catalog_api.metadata_files import ServerDeletesMetadata
 from catalog_api.models import CreateTableBody
 from catalog_api.store import CatalogStore, TableChangeRequest
 
@@ -72,7 +73,7 @@ def _as_client_errors() -> Iterator[None]:
         raise ServerError(f"the catalog's database: {type(error).__name__}") from None
 
 
-class InProcessCatalog(SqlCatalog):
+class InProcessCatalog(ServerDeletesMetadata, SqlCatalog):
     """A pyiceberg catalog that writes through the service's store, in this process.
 
     Args:

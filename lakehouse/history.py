@@ -37,7 +37,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.expressions import And, BooleanExpression, EqualTo, GreaterThanOrEqual, Reference
 from pyiceberg.expressions.literals import literal
-from pyiceberg.table import Table
+from pyiceberg.table import Table, TableProperties
 
 from lakehouse.errors import HistoryError
 
@@ -59,8 +59,10 @@ KEPT_SNAPSHOTS = 20
 EXPIRE_BATCH = 20
 
 
-HISTORY_TABLE_PROPERTIES = {"commit.manifest-merge.enabled": "true"}
-"""Appends merge small manifests, so the table's manifest list does not grow per refresh."""
+HISTORY_TABLE_PROPERTIES = {"commit.manifest-merge.enabled": "true",
+                            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true"}
+"""Appends merge small manifests, so the table's manifest list does not grow per refresh,
+and the catalog deletes the metadata files that fall out of the metadata log."""
 
 SUSPENDED_PREFIX = "suspended."
 SUBSCRIBER_PREFIX = "subscriber."
@@ -156,6 +158,8 @@ class RefreshHistory:
     def append(self, rows: Sequence[HistoryRow]) -> None:
         """Append ``rows`` in one commit, creating the table (and namespace) if absent.
 
+        A table created before :data:`HISTORY_TABLE_PROPERTIES` gets them in that commit.
+
         Raises:
             HistoryError: The table cannot be created or written (after
                 :data:`COMMIT_ATTEMPTS` commits lost to other writers).
@@ -164,7 +168,12 @@ class RefreshHistory:
         for attempt in range(1, COMMIT_ATTEMPTS + 1):
             try:
                 table = self._load_or_create()
-                table.append(data)
+                with table.transaction() as transaction:
+                    missing = {key: value for key, value in HISTORY_TABLE_PROPERTIES.items()
+                               if table.properties.get(key) != value}
+                    if missing:  # a table created before they were set
+                        transaction.set_properties(missing)
+                    transaction.append(data)
                 break
             except CommitFailedException as error:
                 if attempt == COMMIT_ATTEMPTS:

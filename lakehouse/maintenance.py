@@ -32,22 +32,24 @@ schedule of the config's ``maintenance`` section (:class:`lakehouse.config.Maint
 3. **The Delta copy**: delta-rs ``optimize.compact`` under the same threshold (Delta
    protocol, "Add File and Remove File": the commit's files are ``dataChange: false``;
    ``OPTIMIZE`` commits carry no frontier and :meth:`sinks.delta.DeltaSink.frontier` walks
-   back over them), then, with ``delta_vacuum``, ``VACUUM`` of the files that no version
-   younger than ``retain_for`` (rounded up to whole hours) nor the newest
-   ``keep_snapshots`` versions reads (only when one of them is still there: a vacuum
-   commits twice), then ``cleanup_metadata``: log entries older than the table's
-   ``delta.logRetentionDuration`` and before its latest checkpoint are deleted. That
-   property is set to ``retain_for`` (one ``SET TBLPROPERTIES`` commit, when it differs),
-   so the log is kept as long as the Iceberg table's snapshots, and the writers' own
-   cleanup at each checkpoint (``delta.enableExpiredLogCleanup``, on by default) keeps it
-   there between runs. With Delta's 30-day default a view refreshed every second kept
-   every commit's log entry, and each of its commits listed them all: measured with
-   delta-rs 1.6, a commit took 7 ms longer for every thousand entries (16 ms, then 41 ms
-   after 3,500 commits), and stayed at about 20 ms with the log kept to 20 s. The newest
-   versions since the latest checkpoint are always readable; older ones only for
-   ``retain_for`` (Delta time travel needs the log). The Delta copy's application
-   transactions (``txnAppId``/``txnVersion``, :mod:`sinks.delta_commit`) are untouched:
-   the next refresh's version is still above the last one's.
+   back over them); then ``cleanup_metadata``: log entries older than the table's
+   ``delta.logRetentionDuration`` are deleted, up to the latest checkpoint from which every
+   later version can be read. That property is set to ``retain_for`` (one ``SET
+   TBLPROPERTIES`` commit, when it differs), so the log is kept as long as the Iceberg
+   table's snapshots, and the writers' own cleanup at each checkpoint
+   (``delta.enableExpiredLogCleanup``, on by default) keeps it there between runs. With
+   Delta's 30-day default a view refreshed every second kept every commit's log entry, and
+   each of its commits listed them all: measured with delta-rs 1.6, a commit took 7 ms
+   longer for every thousand entries (16 ms, then 41 ms after 3,500 commits), and stayed
+   at about 20 ms with the log kept to 20 s. Maintenance's commits write no checkpoint, so
+   the newest refresh commit (it holds the frontier) is never cleaned away. Then, with
+   ``delta_vacuum``, ``VACUUM`` of the files that no version younger than ``retain_for``
+   (rounded up to whole hours) nor the newest ``keep_snapshots`` versions still in the log
+   reads (only when one of them is still there: a vacuum commits twice). Delta readers can
+   time travel within ``retain_for`` and to every version since the latest checkpoint. The
+   Delta copy's application transactions (``txnAppId``/``txnVersion``,
+   :mod:`sinks.delta_commit`) are untouched: the next refresh's version is still above the
+   last one's.
 
 Each step is its own commit; a failure leaves what committed before it and removes
 nothing a reader needs (:class:`lakehouse.errors.MaintenanceError`). Maintenance must not
@@ -68,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from deltalake import DeltaTable
+from deltalake import DeltaTable, PostCommitHookProperties
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -105,6 +107,9 @@ SMALL_FILE_RATIO = 0.75
 
 
 HOURS_S = 3600.0
+
+NO_CHECKPOINT = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+"""Post-commit hooks of maintenance's Delta commits: none (see :func:`maintain_delta`)."""
 
 LOG_RETENTION = "delta.logRetentionDuration"
 """The Delta table property bounding how long log entries are kept (Delta protocol,
@@ -494,7 +499,13 @@ class DeltaOutcome:
 def maintain_delta(uri: str, storage_options: dict[str, str] | None,
                    settings: MaintenanceConfig, view: str,
                    folder: Folder | None = None) -> DeltaOutcome:
-    """Compact, vacuum and clean the log of a view's Delta copy (delta-rs).
+    """Compact, clean the log of, and vacuum a view's Delta copy (delta-rs).
+
+    The log is kept for ``retain_for``: the table's ``delta.logRetentionDuration`` is set
+    to it when it differs (an operator's own value is replaced). These commits change no
+    row and write no checkpoint (nor clean the log after one), so the latest checkpoint,
+    up to which the log may be cleaned, is always a refresh's commit, and the newest
+    refresh commit, which holds the frontier, is never cleaned away.
 
     Args:
         uri: The table's path or URI (nothing is done when it does not exist).
@@ -515,12 +526,13 @@ def maintain_delta(uri: str, storage_options: dict[str, str] | None,
         before = _delta_file_sizes(table)
         rewritten = 0
         if small_files(before, settings.target_file_size_bytes) >= settings.compact_min_files:
-            metrics = table.optimize.compact(target_size=settings.target_file_size_bytes)
+            metrics = table.optimize.compact(target_size=settings.target_file_size_bytes,
+                                             post_commithook_properties=NO_CHECKPOINT)
             rewritten = int(metrics.get("numFilesRemoved", 0))
             table = DeltaTable(uri, storage_options=storage_options)
-        removed = _vacuum(table, settings, folder) if settings.delta_vacuum else 0
         _retain_log(table, settings)
         table.cleanup_metadata()
+        removed = _vacuum(table, settings, folder) if settings.delta_vacuum else 0
         after = _delta_file_sizes(table) if rewritten else before
     except DeltaError as error:
         raise MaintenanceError(str(error), view=view, step="delta") from error
@@ -536,7 +548,8 @@ def _retain_log(table: DeltaTable, settings: MaintenanceConfig) -> None:
     """Set ``table``'s log retention to ``retain_for`` when it is not already (one commit)."""
     wanted = log_retention(settings)
     if table.metadata().configuration.get(LOG_RETENTION) != wanted:
-        table.alter.set_table_properties({LOG_RETENTION: wanted})
+        table.alter.set_table_properties({LOG_RETENTION: wanted},
+                                         post_commithook_properties=NO_CHECKPOINT)
 
 
 def _vacuum(table: DeltaTable, settings: MaintenanceConfig, folder: Folder | None) -> int:
@@ -547,16 +560,16 @@ def _vacuum(table: DeltaTable, settings: MaintenanceConfig, folder: Folder | Non
     is checked against the folder's files, so that a vacuum (two commits) runs only when it
     deletes something.
 
-    The versions kept are the newest ``keep_snapshots`` whose log is still there: delta-rs
-    cleans the log only up to a checkpoint from which every later version can be read, and
-    lists (``history``) exactly those, while a version whose log is gone cannot be read by
-    anyone (and makes delta-rs's vacuum fail).
+    The versions kept are the newest ``keep_snapshots`` whose commits are still in the
+    log (``history``): a version whose log entry was cleaned cannot be read by anyone, and
+    naming it makes delta-rs's vacuum fail. Run just after ``cleanup_metadata``, which
+    deletes the log only up to a checkpoint from which every later version can be read.
     """
     readable = [int(commit["version"]) for commit in table.history(settings.keep_snapshots)]
     vacuum = partial(
         table.vacuum, retention_hours=math.ceil(settings.retain_for_s / HOURS_S),
         enforce_retention_duration=False,  # retain_for may be below the table's 7 days
-        keep_versions=readable)
+        keep_versions=readable, post_commithook_properties=NO_CHECKPOINT)
     candidates = vacuum(dry_run=True)
     present = _present(candidates, folder) if candidates else 0
     if present == 0:

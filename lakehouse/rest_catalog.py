@@ -50,6 +50,8 @@ from pyiceberg.typedef import Identifier
 from requests import HTTPError, Response
 from tenacity import retry
 
+from catalog_api.metadata_files import ServerDeletesMetadata
+
 __all__ = ["LOADS_KEPT", "ConditionalRestCatalog"]
 
 LOADS_KEPT = 256
@@ -78,7 +80,7 @@ class _Loaded:
                      config=self.config)
 
 
-class ConditionalRestCatalog(RestCatalog):
+class ConditionalRestCatalog(ServerDeletesMetadata, RestCatalog):
     """A pyiceberg ``RestCatalog`` whose ``load_table`` sends the last answer's ETag.
 
     Safe to share between threads, as ``RestCatalog`` is.

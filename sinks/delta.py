@@ -70,8 +70,9 @@ class DeltaSink:
     def frontier(self) -> dict[str, int] | None:
         """The frontier of the table's latest refresh commit; None before the first commit.
 
-        Commits that change no row (``OPTIMIZE``, ``VACUUM``: view-table maintenance,
-        :mod:`lakehouse.maintenance`) carry no frontier and are passed over
+        Commits that change no row (``OPTIMIZE``, ``VACUUM``, ``SET TBLPROPERTIES``:
+        view-table maintenance, :mod:`lakehouse.maintenance`) carry no frontier and are
+        passed over
         (:func:`sinks.delta_commit.latest_frontier`).
 
         The table is taken from the sink's kept tables when it has them (hand it back with

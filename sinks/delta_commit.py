@@ -39,8 +39,8 @@ They carry no frontier; the one before them still holds."""
 HISTORY_GROWTH = 8
 """How many times more commits each further read of the log takes when looking for the
 latest frontier past maintenance commits (the first reads one: the usual case, a refresh
-on top; one maintenance run adds at most three: ``OPTIMIZE``, ``VACUUM START`` and
-``VACUUM END``)."""
+on top; one maintenance run adds at most four: ``OPTIMIZE``, ``SET TBLPROPERTIES``,
+``VACUUM START`` and ``VACUUM END``)."""
 
 
 @dataclass(frozen=True)
@@ -124,9 +124,9 @@ def latest_frontier(history: Callable[[int], Sequence[Mapping[str, Any]]]
     """The frontier of the newest commit that carries one, past maintenance commits.
 
     Walks back from the latest commit over the commits of :data:`MAINTENANCE_OPERATIONS`
-    (compaction and vacuum change no row, so the table still reflects the frontier of the
-    refresh before them). Any other commit without a frontier (another writer's) ends the
-    walk: the table's content is then unknown.
+    (compaction, vacuum and table properties change no row, so the table still reflects
+    the frontier of the refresh before them). Any other commit without a frontier (another
+    writer's) ends the walk: the table's content is then unknown.
 
     Args:
         history: delta-rs ``DeltaTable.history``: the newest ``limit`` commits' infos,

@@ -644,11 +644,25 @@ def _soak(soak: dict[str, Any]) -> list[str]:
                      "max refresh s"],
                     [_soak_row(name, v) for name, v in soak["views"].items()])
     lines += _soak_verdict(soak["verdict"], goals, soak.get("crash")) + _soak_windows(soak)
+    lines += _soak_files(soak)
     lines += _soak_rss(soak)
     lines += ["![soak lag](benchmarks/soak_lag.png)", "", "![soak RSS](benchmarks/soak_rss.png)",
               ""]
     _plot_soak(soak)
     return lines
+
+
+def _soak_files(soak: dict[str, Any]) -> list[str]:
+    """What the view tables kept of their commits (one each a refresh) at the end."""
+    files = soak.get("table_files")
+    if not files:
+        return []
+    refreshes = max(sum(v.get("refreshes", {}).values()) for v in soak["views"].values())
+    return [f"Kept at the end, the most of any view (up to {refreshes} refreshes in the "
+            f"measured window alone): {files['iceberg_metadata_files_max']} metadata files of "
+            f"its Iceberg table, {files['delta_log_entries_max']} log entries of its Delta "
+            "copy (maintenance and the catalog keep both bounded: docs/operations.md, "
+            "*Maintenance*).", ""]
 
 
 def _soak_row(name: str, v: dict[str, Any]) -> list[Any]:

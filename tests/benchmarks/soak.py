@@ -278,9 +278,23 @@ def _soak(catalog: RestCatalog, uri: str, config: Path, rest: pa.Table,
     finally:
         writer.stop()
         poller.stop()
-    result = {**_results(catalog, poller, writer, rss, scraped, window), "crash": crash}
+    result = {**_results(catalog, poller, writer, rss, scraped, window), "crash": crash,
+              "table_files": table_files(config.parent / "warehouse")}
     result["verdict"] = verdict(result)
     return result
+
+
+def table_files(warehouse: Path) -> dict[str, int]:
+    """What the view tables keep of their commits at the end, the most over the views: an
+    Iceberg table's metadata files (``*.metadata.json``) and a Delta copy's log entries
+    (``_delta_log/*.json``). Each refresh writes one of each; maintenance and the catalog
+    are to keep them bounded."""
+    names = [*FAST_VIEWS, *SLOW_VIEWS]
+    iceberg = [len(list((warehouse / NS / name / "metadata").glob("*.metadata.json")))
+               for name in names]
+    delta = [len(list((warehouse / "delta" / NS / name / "_delta_log").glob("*.json")))
+             for name in names]
+    return {"iceberg_metadata_files_max": max(iceberg), "delta_log_entries_max": max(delta)}
 
 
 def _crash(runner: subprocess.Popen[bytes], run_log: Path,

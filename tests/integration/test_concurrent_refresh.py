@@ -21,9 +21,8 @@ from pyspark.sql import SparkSession
 from sinks.delta import DeltaSink
 from sinks.errors import SinkError
 from sinks.frontier import FRONTIER_KEY, decode_frontier
-from sinks.iceberg import IcebergSink
+from sinks.iceberg import KEPT_PROPERTIES, IcebergSink
 from sinks.iceberg_publish import BRANCH_PREFIX
-from sinks.iceberg_snapshot import NO_RETRIES
 from tests.spark_frames import spark_frame
 
 pytestmark = pytest.mark.spark
@@ -72,14 +71,15 @@ def test_iceberg_arrow_commit_from_a_stale_frontier_is_refused(
 def test_iceberg_arrow_commit_on_a_table_that_allowed_retries_is_refused_too(
     spark: SparkSession, rest_catalog: RestCatalog, catalog_namespace: str,
 ) -> None:
-    """A view table created before ``commit.retry.num-retries=0`` gets it before committing."""
+    """A view table created before ``commit.retry.num-retries=0`` (and the cleanup of old
+    metadata files) gets them before committing."""
     identifier = f"{catalog_namespace}.legacy"
     spark.sql(f"CREATE TABLE lakehouse.{identifier} (k string, v int) USING iceberg "
               f"TBLPROPERTIES ('format-version' = '2')")
     first = IcebergSink(spark, rest_catalog, "lakehouse", identifier, arrow_max_rows=0)
     assert first.frontier() is None
     first.replace(spark_frame(spark, [("a", 1)], ROWS), {"s": 1})
-    assert NO_RETRIES.keys().isdisjoint(rest_catalog.load_table(identifier).properties)
+    assert KEPT_PROPERTIES.keys().isdisjoint(rest_catalog.load_table(identifier).properties)
     winner = IcebergSink(spark, rest_catalog, "lakehouse", identifier)
     loser = IcebergSink(spark, rest_catalog, "lakehouse", identifier)
     assert winner.frontier() == loser.frontier() == {"s": 1}
@@ -90,7 +90,7 @@ def test_iceberg_arrow_commit_on_a_table_that_allowed_retries_is_refused_too(
         loser.apply(delta, None, {"s": 2})
     table = rest_catalog.load_table(identifier)
     assert _rows(table) == Counter({("a", 1): 1, ("b", 2): 1})
-    assert table.properties.items() >= NO_RETRIES.items()
+    assert table.properties.items() >= KEPT_PROPERTIES.items()
 
 
 def test_iceberg_spark_commit_from_a_stale_frontier_is_refused(

@@ -13,6 +13,8 @@ from lakehouse.config import parse_config
 from lakehouse.errors import SourceError
 from lakehouse.history import (
     EXPIRE_BATCH,
+    HISTORY_SCHEMA,
+    HISTORY_TABLE_PROPERTIES,
     KEPT_SNAPSHOTS,
     HistoryRow,
     RefreshHistory,
@@ -90,6 +92,16 @@ def test_the_table_keeps_its_newest_snapshots_and_every_row(rest_catalog: RestCa
     table = rest_catalog.load_table(history.identifier)
     assert KEPT_SNAPSHOTS <= len(table.metadata.snapshots) < KEPT_SNAPSHOTS + EXPIRE_BATCH
     assert history.read("v.a").num_rows == KEPT_SNAPSHOTS + EXPIRE_BATCH + 1
+
+
+def test_a_table_created_before_its_properties_gets_them_with_the_next_append(
+        rest_catalog: RestCatalog, catalog_namespace: str) -> None:
+    history = RefreshHistory(rest_catalog, f"{catalog_namespace}.history")
+    rest_catalog.create_table(history.identifier, schema=HISTORY_SCHEMA)
+    history.append([_row("v.a", 1)])
+    table = rest_catalog.load_table(history.identifier)
+    assert table.properties.items() >= HISTORY_TABLE_PROPERTIES.items()
+    assert len(table.metadata.metadata_log) == 1 and history.read().num_rows == 1  # one commit
 
 
 def test_the_writer_appends_what_is_queued_in_one_commit(rest_catalog: RestCatalog,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import cProfile
 import time
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 
 from tests.benchmarks.common import median_sample, worst_check
 from tests.benchmarks.findings import findings
 from tests.benchmarks.profile import breakdown, categorize
-from tests.benchmarks.soak import rss_since_s, thinned
+from tests.benchmarks.soak import rss_since_s, table_files, thinned
 from tests.benchmarks.soak_probes import lag_windows
 from tests.benchmarks.targets import cli_medians, targets
 from tests.benchmarks.verify import compare
@@ -135,3 +136,15 @@ def test_snapshot_counts_are_thinned_to_one_per_step_since_built() -> None:
     counts = [(1000.0 + i * 0.5, 10 + i) for i in range(25)]
     assert thinned(counts, built=1002.0, step_s=5.0) == [
         {"t": -2.0, "snapshots": 10}, {"t": 3.0, "snapshots": 20}, {"t": 8.0, "snapshots": 30}]
+
+
+def test_table_files_count_the_most_any_view_kept(tmp_path: Path) -> None:
+    for name, metadata, log in (("f_q1", 3, 5), ("s_lines", 7, 2)):
+        (tmp_path / "soak" / name / "metadata").mkdir(parents=True)
+        (tmp_path / "delta" / "soak" / name / "_delta_log").mkdir(parents=True)
+        for i in range(metadata):
+            (tmp_path / "soak" / name / "metadata" / f"{i:05}-x.metadata.json").touch()
+        (tmp_path / "soak" / name / "metadata" / "snap-1.avro").touch()  # not counted
+        for i in range(log):
+            (tmp_path / "delta" / "soak" / name / "_delta_log" / f"{i:020}.json").touch()
+    assert table_files(tmp_path) == {"iceberg_metadata_files_max": 7, "delta_log_entries_max": 5}

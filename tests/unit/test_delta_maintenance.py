@@ -13,7 +13,13 @@ from deltalake import DeltaTable
 
 from lakehouse.config import MaintenanceConfig, parse_config
 from lakehouse.errors import ConfigError
-from lakehouse.maintenance import LOG_RETENTION, log_retention, maintain_delta, small_files
+from lakehouse.maintenance import (
+    LOG_RETENTION,
+    NO_CHECKPOINT,
+    log_retention,
+    maintain_delta,
+    small_files,
+)
 from lakehouse.scheduler import Scheduler
 from lakehouse.storage import Folder
 from sinks.delta import DeltaSink
@@ -79,7 +85,7 @@ def test_delta_compaction_and_vacuum_keep_the_frontier_and_the_next_commit(
     assert (outcome.files_before, outcome.files_after, outcome.rewritten, outcome.removed) == (
         6, 1, 6, 6)
     operations = [commit["operation"] for commit in DeltaTable(uri).history(4)]
-    assert operations == ["SET TBLPROPERTIES", "VACUUM END", "VACUUM START", "OPTIMIZE"]
+    assert operations == ["VACUUM END", "VACUUM START", "SET TBLPROPERTIES", "OPTIMIZE"]
     assert all(commit_frontier(c) is None for c in DeltaTable(uri).history(4))
     assert _rows(uri) == rows
     assert DeltaSink(uri, app_id="lakehouse:v").frontier() == {"s": 5}
@@ -100,32 +106,39 @@ def _log_versions(uri: str) -> list[int]:
     return sorted(int(p.stem) for p in (Path(uri) / "_delta_log").glob("*.json"))
 
 
-def test_delta_log_is_kept_for_retain_for_not_delta_s_30_days(tmp_path: Path) -> None:
-    """Maintenance sets the log retention to ``retain_for``: older entries go at a checkpoint."""
+def _apply(sink: DeltaSink, key: int, version: int) -> None:
+    sink.frontier()
+    sink.apply(pa.table({"k": pa.array([key], pa.int64()),
+                         "_weight": pa.array([1], pa.int64())}), None, {"s": version})
+
+
+def test_delta_log_is_kept_for_retain_for_and_never_loses_the_frontier(tmp_path: Path) -> None:
+    """The log retention becomes ``retain_for``; maintenance's commits write no checkpoint.
+
+    A checkpoint on every commit (``delta.checkpointInterval`` 1) would otherwise fall on
+    the maintenance commit, and the log be cleaned up to it, the refresh commit that holds
+    the frontier with it.
+    """
     uri = str(tmp_path / "v")
     sink = DeltaSink(uri, app_id="lakehouse:v")
     sink.frontier()
     sink.replace(pa.table({"k": pa.array([0], pa.int64())}), {"s": 0})
     for version in range(1, 4):
-        sink.frontier()
-        sink.apply(pa.table({"k": pa.array([version], pa.int64()),
-                             "_weight": pa.array([1], pa.int64())}), None, {"s": version})
-    settings = MaintenanceConfig(retain_for="0s", keep_snapshots=1, compact_min_files=100,
-                                 delta_vacuum=False)
-    maintain_delta(uri, None, settings, "v")  # sets the retention; nothing checkpointed yet
-    table = DeltaTable(uri)
-    assert table.metadata().configuration[LOG_RETENTION] == log_retention(settings)
-    assert _log_versions(uri) == [0, 1, 2, 3, 4]
-    assert DeltaSink(uri, app_id="lakehouse:v").frontier() == {"s": 3}  # past the property
-    table.create_checkpoint()
-    sink.frontier()
-    sink.apply(pa.table({"k": pa.array([7], pa.int64()),
-                         "_weight": pa.array([1], pa.int64())}), None, {"s": 4})
+        _apply(sink, version, version)
+    DeltaTable(uri).alter.set_table_properties({"delta.checkpointInterval": "1"},
+                                               post_commithook_properties=NO_CHECKPOINT)
+    _apply(sink, 7, 4)  # version 5, checkpointed
     rows = _rows(uri)
-    maintain_delta(uri, None, settings, "v")  # retention unchanged: no further commit
-    assert _log_versions(uri) == [4, 5]  # the checkpoint's version on
-    assert DeltaTable(uri).history(1)[0]["operation"] == "WRITE"
+    settings = MaintenanceConfig(retain_for="0s", compact_min_files=100)
+    maintain_delta(uri, None, settings, "v")
+    assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == log_retention(settings)
+    assert _log_versions(uri) == [5, 6]  # cleaned up to the refresh's checkpoint
+    assert DeltaTable(uri).history(1)[0]["operation"] == "SET TBLPROPERTIES"
+    maintain_delta(uri, None, settings, "v")  # idle view, retention unchanged: no commit
+    assert _log_versions(uri) == [5, 6]
     assert DeltaSink(uri, app_id="lakehouse:v").frontier() == {"s": 4} and _rows(uri) == rows
+    _apply(sink, 8, 5)
+    assert sink.frontier() == {"s": 5}
     daily = MaintenanceConfig(retain_for="24h")
     maintain_delta(uri, None, daily, "v")
     assert DeltaTable(uri).metadata().configuration[LOG_RETENTION] == "interval 86400 seconds"
