@@ -123,14 +123,11 @@ def _operation(snapshot: Snapshot) -> Operation | None:
 def _own_entries(io: FileIO, snapshot: Snapshot, manifests: ManifestCache | None
                  ) -> list[ManifestEntry]:
     """The manifest entries ``snapshot`` added or deleted (not the ones it carried over)."""
+    if manifests is None:
+        manifests = ManifestCache(max_entries=0)  # keeps nothing
     entries = []
-    listed = manifests.manifests(io, snapshot) if manifests is not None else snapshot.manifests(io)
-    for manifest in listed:
-        if manifest.added_snapshot_id != snapshot.snapshot_id:
-            continue
-        for entry in (manifests.entries(io, manifest, discard_deleted=False)
-                      if manifests is not None
-                      else manifest.fetch_manifest_entry(io, discard_deleted=False)):
+    for manifest in manifests.added_in(io, snapshot):
+        for entry in manifests.entries(io, manifest, discard_deleted=False):
             if entry.snapshot_id == snapshot.snapshot_id and entry.status in (
                     ManifestEntryStatus.ADDED, ManifestEntryStatus.DELETED):
                 entries.append(entry)

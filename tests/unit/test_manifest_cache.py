@@ -13,7 +13,7 @@ from pyiceberg.table import Table
 
 from lakehouse.sources import manifest_cache
 from lakehouse.sources.iceberg_files import changed_files
-from lakehouse.sources.manifest_cache import ManifestCache
+from lakehouse.sources.manifest_cache import DEFAULT_MAX_ENTRIES, ManifestCache
 
 
 class CountingIO(PyArrowFileIO):
@@ -126,3 +126,72 @@ def test_entries_by_path_are_the_live_entries_of_those_files(tmp_path: Path) -> 
             found = cache.entries(io, manifest, paths=wanted)
             assert sorted(map(id, found)) == sorted(
                 id(e) for e in cache.entries(io, manifest) if e.data_file.file_path in wanted)
+
+
+def _appended(tmp_path: Path, commits: int) -> Table:
+    """A table of ``commits`` one-row fast appends (a manifest each), a file deleted."""
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=tmp_path.as_uri())
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", schema=pa.schema([("id", pa.int64())]))
+    for n in range(commits):
+        table.append(pa.table({"id": pa.array([n], pa.int64())}))
+    third = next(t.file for t in table.scan().plan_files() if t.file.record_count == 1
+                 and t.file.file_path == sorted(f.file.file_path for f in
+                                                table.scan().plan_files())[2])
+    with table.transaction() as transaction, transaction.update_snapshot().overwrite() as files:
+        files.delete_data_file(third)
+    return catalog.load_table("ns.t")
+
+
+def _whole(table: Table, snapshot_id: int) -> dict[str, int]:
+    return {t.file.file_path: t.file.record_count
+            for t in table.scan(snapshot_id=snapshot_id).plan_files()}
+
+
+def test_a_restricted_plan_reads_only_the_manifests_that_list_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _appended(tmp_path, 12)
+    cache = ManifestCache()
+    read: list[str] = []
+    entries = ManifestCache.entries
+
+    def recording(self, io, manifest, discard_deleted=True, paths=None):  # type: ignore[no-untyped-def]
+        read.append(manifest.manifest_path)
+        return entries(self, io, manifest, discard_deleted, paths)
+
+    monkeypatch.setattr(ManifestCache, "entries", recording)
+    snapshots = table.metadata.snapshots
+    for snapshot in snapshots:
+        cache.plan_files(table, snapshot.snapshot_id)  # every manifest read, and kept
+    assert len(set(read)) >= 12
+    for snapshot in snapshots[1:]:
+        whole = _whole(table, snapshot.snapshot_id)
+        for wanted in (set(list(whole)[-1:]), set(list(whole)[:2]), {"file:///nowhere"}):
+            read.clear()
+            planned = cache.plan_files(table, snapshot.snapshot_id, paths=wanted)
+            assert {t.file.file_path: t.file.record_count for t in planned} == {
+                path: rows for path, rows in whole.items() if path in wanted}
+            assert len(read) <= len(wanted & set(whole)), snapshot.snapshot_id
+
+
+def test_a_restricted_plan_reads_the_manifests_not_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _appended(tmp_path, 8)
+    snapshots = table.metadata.snapshots
+    for max_entries in (DEFAULT_MAX_ENTRIES, 3):  # nothing read yet; entries evicted
+        cache = ManifestCache(max_entries)
+        for snapshot in [*snapshots[1:], *snapshots[1:]]:
+            whole = _whole(table, snapshot.snapshot_id)
+            wanted = set(sorted(whole)[::3])
+            planned = cache.plan_files(table, snapshot.snapshot_id, paths=wanted)
+            assert {t.file.file_path for t in planned} == wanted, (max_entries, snapshot)
+
+
+def test_the_manifests_a_snapshot_added(tmp_path: Path) -> None:
+    table = _appended(tmp_path, 4)
+    cache = ManifestCache()
+    for snapshot in table.metadata.snapshots:
+        expected = [m.manifest_path for m in snapshot.manifests(table.io)
+                    if m.added_snapshot_id == snapshot.snapshot_id]
+        assert [m.manifest_path for m in cache.added_in(table.io, snapshot)] == expected
+        assert expected  # each snapshot wrote one
