@@ -242,12 +242,16 @@ def test_manifest_cache_plans_as_pyiceberg(spark, iceberg) -> None:
         cache.plan_files(pyiceberg_table, versions[-1]))  # the filter prunes a bucket
     with pytest.raises(ValueError, match="no snapshot 42"):
         cache.plan_files(pyiceberg_table, 42)
-    for version in versions:  # restricted to some data files: their tasks, delete files too
-        assert version is not None
-        whole = _plan(cache.plan_files(pyiceberg_table, version))
-        some = set(sorted(whole)[::2]) | {"s3://nowhere/not-a-file.parquet"}
-        assert _plan(cache.plan_files(pyiceberg_table, version, paths=some)) == {
-            path: deletes for path, deletes in whole.items() if path in some}, version
+    # Restricted to some data files: their tasks, delete files too, from the manifests
+    # kept (the index by data file), none kept yet, or a few kept at a time.
+    for planner in (cache, ManifestCache(), ManifestCache(max_entries=3)):
+        for version in versions:
+            assert version is not None
+            whole = _plan(pyiceberg_table.scan(snapshot_id=version).plan_files())
+            for some in (set(sorted(whole)[::2]), set(sorted(whole)[1::2])):
+                some.add("s3://nowhere/not-a-file.parquet")
+                assert _plan(planner.plan_files(pyiceberg_table, version, paths=some)) == {
+                    path: deletes for path, deletes in whole.items() if path in some}, version
 
 
 def test_a_change_feed_plans_only_the_files_its_commits_changed(
