@@ -104,3 +104,26 @@ def test_a_target_lag_sets_the_cadence_unless_every_is_given() -> None:
 def test_bad_target_lags_are_refused(document: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config(document)
+
+
+def test_compliance_over_many_refreshes_matches_the_lag_sampled_over_the_window() -> None:
+    """Ten thousand refreshes (the log drops and shifts its oldest many times): the share of
+    the window within target equals that of the lag sampled every 0.01 s."""
+    clock = Clock()
+    log = FreshnessLog(window_s=300.0, clock=clock)
+    refreshes = []  # (committed_s, as_of_s), a sawtooth with some refreshes late
+    for n in range(10_000):
+        clock.now_s = n * 0.5
+        as_of_s = clock.now_s - (3.0 if n % 7 else 9.0)
+        log.fresh("v", as_of_s)
+        refreshes.append((clock.now_s, as_of_s))
+    clock.now_s += 0.3
+    start_s, now_s, steps = clock.now_s - 300.0, clock.now_s, 30_000
+    within, latest = 0, 0
+    for step in range(steps):
+        t = start_s + (step + 0.5) * (now_s - start_s) / steps
+        while latest + 1 < len(refreshes) and refreshes[latest + 1][0] <= t:
+            latest += 1
+        within += t - refreshes[latest][1] <= 5.0
+    assert log.compliance("v", 5.0) == pytest.approx(within / steps, abs=1e-3)
+    assert log.lag_s("v") == pytest.approx(now_s - refreshes[-1][1])
