@@ -67,14 +67,16 @@ def _causes(error: BaseException) -> list[BaseException]:
 class _Refreshes:
     """One view's refreshes, oldest first: when each landed and when it read its sources.
 
-    Two float arrays, 16 bytes a refresh: a view polled on change records one a poll
+    Two float arrays, 16 bytes a refresh (up to twice that before the dropped ones are
+    shifted out): a view polled on change records one a poll
     (skipped polls included), about 17 a second for the soak benchmark's ten views, all
     kept for the window (an object a refresh took about 90 bytes, 5 MB an hour there).
     """
 
-    __slots__ = ("as_of_s", "committed_s", "_first")
+    __slots__ = ("_first", "as_of_s", "committed_s")
     COMPACT_AT = 4096
-    """Refreshes dropped before the arrays are shifted down (amortised, not one a drop)."""
+    """Refreshes dropped, at least, before the arrays are shifted down, and at least half of
+    them (amortised: not a shift a drop)."""
 
     def __init__(self) -> None:
         self.committed_s = array("d")
@@ -83,6 +85,7 @@ class _Refreshes:
 
     def append(self, committed_s: float, as_of_s: float) -> None:
         """Add a refresh that landed at ``committed_s`` having read at ``as_of_s``."""
+        committed_s, as_of_s = float(committed_s), float(as_of_s)  # both or neither
         self.committed_s.append(committed_s)
         self.as_of_s.append(as_of_s)
 

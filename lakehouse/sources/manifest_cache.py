@@ -58,7 +58,7 @@ from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.typedef import KeyDefaultDict
 from pyiceberg.utils.concurrent import ExecutorFactory
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "MANIFEST_LISTS", "ManifestCache"]
+__all__ = ["DEFAULT_MAX_ENTRIES", "MANIFEST_LISTS", "MEMBERSHIPS", "ManifestCache"]
 
 DEFAULT_MAX_ENTRIES = 200_000
 """Entries kept by default: a few hundred MB at most (an entry with its column bounds
@@ -143,7 +143,8 @@ class ManifestCache:
 
         Those are all its delete manifests (a delete file may apply to any data file),
         then, by sequence number, its data manifests whose kept entries list one of the
-        files live and those not kept (unknown until read).
+        files live and those not kept (unknown until read). The set of the list's data
+        manifests is kept for the :data:`MEMBERSHIPS` lists planned last.
         """
         kept = self._kept_list(io, snapshot)
         if not isinstance(kept, _KeptList):
@@ -335,7 +336,10 @@ class _KeptEntries(LRUCache[str, _Entries]):
 
 
 class _KeptList:
-    """A snapshot's manifest list, kept, with the manifests it added and its delete manifests.
+    """A snapshot's manifest list, kept.
+
+    Also found once, on first use: the manifests its snapshot added, and its delete
+    manifests.
 
     Attributes:
         manifests: The manifests, in the list's order.

@@ -11,7 +11,7 @@ import itertools
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -214,7 +214,7 @@ def test_iceberg_overwrites_by_spark_and_pyiceberg(spark, iceberg, rest_catalog)
     Exact(*readers).steps(versions)
 
 
-def _plan(tasks: Sequence[FileScanTask]) -> dict[str, list[str]]:
+def _plan(tasks: Iterable[FileScanTask]) -> dict[str, list[str]]:
     return {t.file.file_path: sorted(d.file_path for d in t.delete_files) for t in tasks}
 
 
