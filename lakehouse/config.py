@@ -46,8 +46,8 @@ cache can keep, so that a partner decoded once stays decoded."""
 
 DOWNSTREAM = "downstream"
 """``target_lag`` of a view refreshed only when a view that reads it refreshes."""
-DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h)$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -406,7 +406,7 @@ class MaintenanceConfig(_Strict):
 
 
 def duration_s(text: str) -> float | None:
-    """Seconds of a duration like ``30s``, ``500ms``, ``5m`` or ``1h``; None if it is not one."""
+    """Seconds of a duration like ``30s``, ``500ms``, ``5m``, ``1h`` or ``7d``; else None."""
     match = DURATION.match(text.strip())
     return float(match.group(1)) * _UNIT_S[match.group(2)] if match else None
 
@@ -446,6 +446,9 @@ class Config(_Strict):
             per refresh, and which views are suspended: :mod:`lakehouse.history`); null
             keeps no history and suspends nothing. Its namespace is not the Spark
             catalog's name (``lakehouse``), which Spark SQL would read as the catalog.
+        history_retain_for: Rows of the refresh history older than this duration are
+            removed when its data files are compacted (:data:`lakehouse.history.COMPACT_FILES`
+            appends); null keeps every row.
         maintenance: Snapshot expiry and small-file compaction of the view tables, and its
             schedule (:class:`MaintenanceConfig`).
         workers: Most refreshes ``lakehouse run`` runs at once, each on a thread of its
@@ -463,6 +466,7 @@ class Config(_Strict):
     column_cache_bytes: int = Field(default_factory=default_column_cache_bytes, ge=0)
     engine: EngineSetting = "auto"
     history_table: str | None = "pipeline.refresh_history"
+    history_retain_for: str | None = "7d"
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=MAX_WORKERS)
 
@@ -470,6 +474,20 @@ class Config(_Strict):
     @classmethod
     def _history_table(cls, value: str | None) -> str | None:
         return None if value is None else IcebergSource._identifier(value)
+
+    @field_validator("history_retain_for", mode="before")
+    @classmethod
+    def _history_retain_for(cls, value: object) -> object:
+        if value is None or value is False or value == "off":  # YAML reads a bare off as false
+            return None
+        if isinstance(value, str) and (duration_s(value) or 0) > 0:
+            return value
+        raise ValueError("expected a duration like 7d or 12h, or null (keep every row)")
+
+    @property
+    def history_retain_for_s(self) -> float | None:
+        """``history_retain_for`` in seconds; None keeps every row."""
+        return duration_s(self.history_retain_for) if self.history_retain_for else None
 
     def view_engine(self, view: ViewConfig) -> EngineSetting:
         """The engine setting of ``view``: its own, else the top-level one."""

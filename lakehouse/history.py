@@ -12,8 +12,9 @@ last snapshot id acknowledged, :mod:`lakehouse.subscriptions`), so each is one c
 call, survives restarts and is seen by every process of the pipeline; the scheduler
 re-reads the suspensions (one small call) at most every :data:`SUSPENSION_TTL_S`. The
 table keeps its newest :data:`KEPT_SNAPSHOTS` snapshots (appends are only ever added to
-the current one), so its metadata does not grow with every refresh; its data files (one
-per batch of rows) are not compacted yet.
+the current one), so its metadata does not grow with every refresh. Each append writes a
+data file; once the table has :data:`COMPACT_FILES`, they are rewritten as one, and the
+rows older than the retention (``history_retain_for``) are left out then.
 
 Columns (:data:`HISTORY_SCHEMA`): ``view`` string; ``started_at`` timestamp (UTC, µs);
 ``duration_s`` double; ``mode`` string (``incremental``, ``full``, ``failed``); ``reason``
@@ -29,13 +30,20 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
-from pyiceberg.expressions import And, BooleanExpression, EqualTo, GreaterThanOrEqual, Reference
+from pyiceberg.expressions import (
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    EqualTo,
+    GreaterThanOrEqual,
+    Reference,
+)
 from pyiceberg.expressions.literals import literal
 from pyiceberg.table import Table, TableProperties
 
@@ -53,6 +61,10 @@ SUSPENSION_TTL_S = 1.0
 
 COMMIT_ATTEMPTS = 3
 """Appends retried after another process committed first (each reloads the table)."""
+
+COMPACT_FILES = 64
+"""Data files of the history table (about one per append) from which an append rewrites
+them as one, the rows past the retention left out."""
 
 KEPT_SNAPSHOTS = 20
 """Snapshots of the history table kept; older ones are expired, :data:`EXPIRE_BATCH` at a time."""
@@ -148,12 +160,15 @@ class RefreshHistory:
     Args:
         catalog: The pipeline's catalog.
         identifier: ``namespace.table`` of the history table.
+        retain_for_s: Rows of refreshes started longer ago than this, in seconds, are
+            left out when the table's files are compacted; None keeps every row.
     """
 
-    def __init__(self, catalog: Catalog, identifier: str):
+    def __init__(self, catalog: Catalog, identifier: str, retain_for_s: float | None = None):
         self.catalog = catalog
         self.identifier = identifier
         self.namespace = identifier.rsplit(".", 1)[0]
+        self.retain_for_s = retain_for_s
 
     def append(self, rows: Sequence[HistoryRow]) -> None:
         """Append ``rows`` in one commit, creating the table (and namespace) if absent.
@@ -185,6 +200,35 @@ class RefreshHistory:
                 raise HistoryError(f"append failed: {first_line(error)}",
                                    table=self.identifier) from error
         _expire_old_snapshots(table)
+        self._compact(table)
+
+    def _compact(self, table: Table) -> None:
+        """Rewrite the table's rows as one data file once it has :data:`COMPACT_FILES`.
+
+        Rows of refreshes started before the retention (:attr:`retain_for_s`) are left out.
+        Each append adds a data file, and each merge-append rewrites the manifest listing
+        them all: without this, an append's cost and a read's grow with every refresh ever
+        recorded. Best effort, after the append landed: the rewrite commits only if the
+        snapshot it read is still the current one (pyiceberg asserts the branch's head), so
+        a row appended meanwhile is never lost; that commit lost, or any failure, is
+        logged, and a later append tries again (the data file written for a lost commit is
+        left unreferenced).
+        """
+        current = table.current_snapshot()
+        summary = current.summary if current is not None else None
+        if summary is None or int(summary.get("total-data-files") or 0) < COMPACT_FILES:
+            return
+        kept: BooleanExpression = AlwaysTrue()
+        if self.retain_for_s is not None:
+            cutoff = datetime.now(UTC) - timedelta(seconds=self.retain_for_s)
+            kept = GreaterThanOrEqual(term=Reference("started_at"),
+                                      value=literal(cutoff.isoformat()))
+        try:
+            rows = table.scan(row_filter=kept).to_arrow().cast(HISTORY_SCHEMA)
+            with table.transaction() as transaction:
+                transaction.overwrite(rows)
+        except Exception as error:  # lost to another writer, or storage failed
+            log.info("history table: files not compacted this time: %s", first_line(error))
 
     def read(self, view: str | None = None, limit: int | None = None,
              since: datetime | None = None) -> pa.Table:

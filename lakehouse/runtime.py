@@ -201,7 +201,8 @@ class Runtime(AbstractContextManager["Runtime"]):
             if view.target_lag_s is not None})
         self._listed_delta_copies: set[str] = set()
         self.states = ViewStates(StateStore(warehouse_folder(config, "_state"), self.spark))
-        self.history = (RefreshHistory(self.catalog, config.history_table)
+        self.history = (RefreshHistory(self.catalog, config.history_table,
+                                       config.history_retain_for_s)
                         if config.history_table else None)
         self.history_writer = HistoryWriter(self.history) if self.history else None
         self._suspended: TTLCache[str, dict[str, str]] = TTLCache(1, SUSPENSION_TTL_S)

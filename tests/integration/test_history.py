@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 
+from lakehouse import history as history_module
 from lakehouse.config import parse_config
 from lakehouse.errors import SourceError
 from lakehouse.history import (
@@ -92,6 +93,55 @@ def test_the_table_keeps_its_newest_snapshots_and_every_row(rest_catalog: RestCa
     table = rest_catalog.load_table(history.identifier)
     assert KEPT_SNAPSHOTS <= len(table.metadata.snapshots) < KEPT_SNAPSHOTS + EXPIRE_BATCH
     assert history.read("v.a").num_rows == KEPT_SNAPSHOTS + EXPIRE_BATCH + 1
+
+
+def _at(view: str, started_at: datetime) -> HistoryRow:
+    result = RefreshResult(view, "incremental", {"flights": 1}, rows_in=1, rows_out=1,
+                           duration_s=0.5, sinks=["iceberg"], engine="local")
+    return HistoryRow.of(result, started_at, {"flights": 0})
+
+
+def _data_files(catalog: RestCatalog, identifier: str) -> int:
+    snapshot = catalog.load_table(identifier).current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    return int(snapshot.summary["total-data-files"])
+
+
+def test_compaction_rewrites_the_files_as_one_without_the_rows_past_retention(
+        rest_catalog: RestCatalog, catalog_namespace: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(history_module, "COMPACT_FILES", 6)
+    history = RefreshHistory(rest_catalog, f"{catalog_namespace}.history",
+                             retain_for_s=7 * 86400.0)
+    now = datetime.now(UTC)
+    ages_d = [30, 10, 6, 2, 1]
+    for age_d in ages_d:  # five appends, five files: not yet
+        history.append([_at("v.a", now - timedelta(days=age_d))])
+    assert _data_files(rest_catalog, history.identifier) == 5
+    assert history.read("v.a").num_rows == 5
+    history.append([_at("v.a", now), _at("v.b", now)])  # the sixth file: compacted
+    assert _data_files(rest_catalog, history.identifier) == 1
+    kept = history.read().to_pylist()
+    assert sorted((r["view"], r["started_at"]) for r in kept) == sorted(
+        [("v.a", now - timedelta(days=age_d)) for age_d in ages_d if age_d < 7]
+        + [("v.a", now), ("v.b", now)])
+
+
+def test_a_compaction_that_lost_to_an_append_loses_no_row(
+        rest_catalog: RestCatalog, catalog_namespace: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    history = RefreshHistory(rest_catalog, f"{catalog_namespace}.history")
+    for minutes in range(3):
+        history.append([_row("v.a", minutes)])
+    stale = rest_catalog.load_table(history.identifier)  # read before another append lands
+    history.append([_row("v.b", 3)])
+    monkeypatch.setattr(history_module, "COMPACT_FILES", 1)
+    history._compact(stale)  # its commit asserts the snapshot it read: refused
+    assert _data_files(rest_catalog, history.identifier) == 4
+    assert sorted(r["view"] for r in history.read().to_pylist()) == ["v.a"] * 3 + ["v.b"]
+    history._compact(rest_catalog.load_table(history.identifier))  # current: compacted
+    assert _data_files(rest_catalog, history.identifier) == 1
+    assert sorted(r["view"] for r in history.read().to_pylist()) == ["v.a"] * 3 + ["v.b"]
 
 
 def test_a_table_created_before_its_properties_gets_them_with_the_next_append(

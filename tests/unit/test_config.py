@@ -181,3 +181,14 @@ def test_a_local_warehouse_in_any_spelling_is_one_folder(warehouse: str) -> None
     assert config.warehouse_is_local
     assert config.warehouse_path == Path("/srv/wh").resolve()
     assert config.warehouse_uri == Path("/srv/wh").resolve().as_uri()
+
+
+def test_history_retention_is_a_positive_duration_or_null() -> None:
+    assert parse_config({}).history_retain_for_s == 7 * 86400.0
+    assert parse_config({"history_retain_for": "12h"}).history_retain_for_s == 43200.0
+    for keep_all in (None, "off", False):
+        assert parse_config({"history_retain_for": keep_all}).history_retain_for_s is None
+    for wrong in ("0s", "soon", 7):
+        with pytest.raises(ConfigError) as raised:
+            parse_config({"history_retain_for": wrong})
+        assert raised.value.key == "history_retain_for"
