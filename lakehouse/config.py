@@ -448,7 +448,7 @@ class Config(_Strict):
             catalog's name (``lakehouse``), which Spark SQL would read as the catalog.
         history_retain_for: Rows of the refresh history older than this duration are
             removed when its data files are compacted (:data:`lakehouse.history.COMPACT_FILES`
-            appends); null keeps every row.
+            appends), but each view's newest; null keeps every row.
         maintenance: Snapshot expiry and small-file compaction of the view tables, and its
             schedule (:class:`MaintenanceConfig`).
         workers: Most refreshes ``lakehouse run`` runs at once, each on a thread of its

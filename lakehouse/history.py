@@ -14,7 +14,8 @@ re-reads the suspensions (one small call) at most every :data:`SUSPENSION_TTL_S`
 table keeps its newest :data:`KEPT_SNAPSHOTS` snapshots (appends are only ever added to
 the current one), so its metadata does not grow with every refresh. Each append writes a
 data file; once the table has :data:`COMPACT_FILES`, they are rewritten as one, and the
-rows older than the retention (``history_retain_for``) are left out then.
+rows older than the retention (``history_retain_for``) are left out then, but each view's
+newest.
 
 Columns (:data:`HISTORY_SCHEMA`): ``view`` string; ``started_at`` timestamp (UTC, µs);
 ``duration_s`` double; ``mode`` string (``incremental``, ``full``, ``failed``); ``reason``
@@ -34,10 +35,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.expressions import (
-    AlwaysTrue,
     And,
     BooleanExpression,
     EqualTo,
@@ -52,7 +53,8 @@ from lakehouse.errors import HistoryError
 if TYPE_CHECKING:
     from lakehouse.refresh import RefreshResult
 
-__all__ = ["HISTORY_SCHEMA", "HistoryRow", "RefreshHistory", "SUSPENSION_TTL_S", "first_line"]
+__all__ = ["HISTORY_SCHEMA", "HistoryRow", "RefreshHistory", "SUSPENSION_TTL_S", "first_line",
+           "retained"]
 
 log = logging.getLogger(__name__)
 
@@ -205,29 +207,26 @@ class RefreshHistory:
     def _compact(self, table: Table) -> None:
         """Rewrite the table's rows as one data file once it has :data:`COMPACT_FILES`.
 
-        Rows of refreshes started before the retention (:attr:`retain_for_s`) are left out.
-        Each append adds a data file, and each merge-append rewrites the manifest listing
-        them all: without this, an append's cost and a read's grow with every refresh ever
-        recorded. Best effort, after the append landed: the rewrite commits only if the
-        snapshot it read is still the current one (pyiceberg asserts the branch's head), so
-        a row appended meanwhile is never lost; that commit lost, or any failure, is
-        logged, and a later append tries again (the data file written for a lost commit is
-        left unreferenced).
+        Rows of refreshes started before the retention (:attr:`retain_for_s`) are left
+        out, but each view's newest row (:func:`retained`). Each append adds a data file,
+        and each merge-append rewrites the manifest listing them all: without this, an
+        append's cost and a read's grow with every refresh ever recorded. Best effort,
+        after the append landed. A row another process appends meanwhile is never lost:
+        pyiceberg retries the commit on the new head, and the overwrite's validation
+        (serializable, the default ``write.update.isolation-level``) refuses it when data
+        files were added since the rows were read. That refusal, or any failure, is
+        logged; a later append tries again, and the file written for the refused commit
+        is left unreferenced.
         """
         current = table.current_snapshot()
         summary = current.summary if current is not None else None
         if summary is None or int(summary.get("total-data-files") or 0) < COMPACT_FILES:
             return
-        kept: BooleanExpression = AlwaysTrue()
-        if self.retain_for_s is not None:
-            cutoff = datetime.now(UTC) - timedelta(seconds=self.retain_for_s)
-            kept = GreaterThanOrEqual(term=Reference("started_at"),
-                                      value=literal(cutoff.isoformat()))
         try:
-            rows = table.scan(row_filter=kept).to_arrow().cast(HISTORY_SCHEMA)
+            rows = retained(table.scan().to_arrow().cast(HISTORY_SCHEMA), self.retain_for_s)
             with table.transaction() as transaction:
                 transaction.overwrite(rows)
-        except Exception as error:  # lost to another writer, or storage failed
+        except Exception as error:  # refused (another writer appended), or storage failed
             log.info("history table: files not compacted this time: %s", first_line(error))
 
     def read(self, view: str | None = None, limit: int | None = None,
@@ -381,6 +380,29 @@ class RefreshHistory:
         except Exception as error:
             raise HistoryError(f"cannot create it: {first_line(error)}",
                                table=self.identifier) from error
+
+
+def retained(rows: pa.Table, retain_for_s: float | None) -> pa.Table:
+    """The history ``rows`` a compaction keeps: the recent ones, and each view's newest.
+
+    Recent: of refreshes started within ``retain_for_s`` seconds of now (None: all). A
+    view's newest row is kept whatever its age: it is what :meth:`RefreshHistory.read`
+    answers about the view (its last failure, recorded once however often it repeats;
+    its last refresh, however long ago).
+
+    Args:
+        rows: Rows of :data:`HISTORY_SCHEMA`.
+        retain_for_s: The retention, in seconds; None keeps every row.
+    """
+    if retain_for_s is None or rows.num_rows == 0:
+        return rows
+    cutoff = pa.scalar(datetime.now(UTC) - timedelta(seconds=retain_for_s),
+                       HISTORY_SCHEMA.field("started_at").type)
+    newest = rows.group_by("view").aggregate([("started_at", "max")])
+    joined = rows.join(newest, keys="view")
+    keep = pc.or_(pc.greater_equal(joined["started_at"], cutoff),
+                  pc.equal(joined["started_at"], joined["started_at_max"]))
+    return joined.filter(keep).select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
 
 
 def _expire_old_snapshots(table: Table) -> None:

@@ -115,16 +115,18 @@ def test_compaction_rewrites_the_files_as_one_without_the_rows_past_retention(
                              retain_for_s=7 * 86400.0)
     now = datetime.now(UTC)
     ages_d = [30, 10, 6, 2, 1]
-    for age_d in ages_d:  # five appends, five files: not yet
+    history.append([_at("v.old", now - timedelta(days=40)),  # its newest row: kept
+                    _at("v.old", now - timedelta(days=50))])
+    for age_d in ages_d[1:]:  # five appends, five files: not yet
         history.append([_at("v.a", now - timedelta(days=age_d))])
     assert _data_files(rest_catalog, history.identifier) == 5
-    assert history.read("v.a").num_rows == 5
-    history.append([_at("v.a", now), _at("v.b", now)])  # the sixth file: compacted
+    history.append([_at("v.a", now - timedelta(days=ages_d[0])), _at("v.a", now),
+                    _at("v.b", now)])  # the sixth file: compacted
     assert _data_files(rest_catalog, history.identifier) == 1
     kept = history.read().to_pylist()
     assert sorted((r["view"], r["started_at"]) for r in kept) == sorted(
         [("v.a", now - timedelta(days=age_d)) for age_d in ages_d if age_d < 7]
-        + [("v.a", now), ("v.b", now)])
+        + [("v.a", now), ("v.b", now), ("v.old", now - timedelta(days=40))])
 
 
 def test_a_compaction_that_lost_to_an_append_loses_no_row(
@@ -136,7 +138,7 @@ def test_a_compaction_that_lost_to_an_append_loses_no_row(
     stale = rest_catalog.load_table(history.identifier)  # read before another append lands
     history.append([_row("v.b", 3)])
     monkeypatch.setattr(history_module, "COMPACT_FILES", 1)
-    history._compact(stale)  # its commit asserts the snapshot it read: refused
+    history._compact(stale)  # refused: data files were added since it read the rows
     assert _data_files(rest_catalog, history.identifier) == 4
     assert sorted(r["view"] for r in history.read().to_pylist()) == ["v.a"] * 3 + ["v.b"]
     history._compact(rest_catalog.load_table(history.identifier))  # current: compacted
