@@ -1,19 +1,40 @@
-"""The memory this process may use: the machine's, or its container's limit when lower.
+"""The memory this process may use, and giving back what it freed.
 
-Defaults that scale with the machine (``column_cache_bytes``) are fractions of it. A
-container's limit is read from the cgroup files (v2 ``memory.max``, v1
-``memory.limit_in_bytes``): psutil reports the host's memory, and a cache sized from the
-host inside a smaller container would be killed by the kernel's OOM killer.
+Defaults that scale with the machine (``column_cache_bytes``) are fractions of the memory
+the process may use: the machine's, or its container's limit when lower. A container's
+limit is read from the cgroup files (v2 ``memory.max``, v1 ``memory.limit_in_bytes``):
+psutil reports the host's memory, and a cache sized from the host inside a smaller
+container would be killed by the kernel's OOM killer.
+
+A long-running process (``lakehouse run``) gives the memory its allocators freed back to
+the operating system every :data:`RELEASE_EVERY_S` (:func:`releasing_freed_memory`).
+pyarrow's default pool, mimalloc, keeps freed pages in per-thread heaps for reuse: after
+four threads each built and dropped 300 arrays of up to 3 MiB, keeping a fifteenth of
+them, the process held 1.9 GiB for 135 MiB of live arrays, and one
+``MemoryPool.release_unused`` (mimalloc's ``mi_collect``) brought it to 0.4 GiB in under
+a millisecond. glibc's ``malloc_trim`` does the same for the C heap (Python's large
+objects, numpy, Parquet's decoders), whose per-thread arenas keep freed chunks too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ctypes
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+import pyarrow as pa
 
-__all__ = ["CGROUP_LIMIT_FILES", "memory_limit_bytes"]
+__all__ = ["CGROUP_LIMIT_FILES", "RELEASE_EVERY_S", "memory_limit_bytes",
+           "release_freed_memory", "releasing_freed_memory"]
+
+_LOG = logging.getLogger(__name__)
+
+RELEASE_EVERY_S = 30.0
+"""How often :func:`releasing_freed_memory` gives freed memory back (seconds)."""
 
 CGROUP_LIMIT_FILES = (Path("/sys/fs/cgroup/memory.max"),
                       Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
@@ -41,3 +62,56 @@ def memory_limit_bytes(cgroup_files: Sequence[Path] = CGROUP_LIMIT_FILES) -> int
         if stated.isdigit():
             limit = min(limit, int(stated))
     return limit
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc), or None where it has none (musl, macOS)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_freed_memory() -> None:
+    """Give the memory Arrow's default pool and the C heap freed back to the OS.
+
+    Live allocations are untouched: only pages no allocation uses are returned (Arrow's
+    ``MemoryPool.release_unused``, then glibc's ``malloc_trim(0)`` where it exists).
+    """
+    pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+@contextmanager
+def releasing_freed_memory(every_s: float = RELEASE_EVERY_S,
+                           release: Callable[[], None] = release_freed_memory
+                           ) -> Iterator[None]:
+    """Within, a daemon thread calls ``release`` every ``every_s`` seconds.
+
+    Args:
+        every_s: Seconds between two releases.
+        release: Gives freed memory back (:func:`release_freed_memory`); an error it
+            raises is logged and the next release still runs.
+    """
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            try:
+                release()
+            except Exception:  # a release that failed costs memory, never the run
+                _LOG.warning("freed memory not released", exc_info=True)
+
+    thread = threading.Thread(target=loop, name="release-freed-memory", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -10,7 +10,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -70,6 +76,20 @@ class _TargetCollector(Collector):
         yield from (targets, compliance, degraded)
 
 
+class _MemoryCollector(Collector):
+    """``lakehouse_memory_bytes{part}``: what the process holds, part by part."""
+
+    def __init__(self, parts: Mapping[str, Callable[[], int]]):
+        self.parts = dict(parts)
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily(
+            "lakehouse_memory_bytes", "Bytes the process holds, by part.", labels=["part"])
+        for part, size_bytes in sorted(self.parts.items()):
+            gauge.add_metric([part], float(size_bytes()))
+        yield gauge
+
+
 class RefreshMetrics:
     """The refresh metrics of one process, in their own registry.
 
@@ -91,7 +111,10 @@ class RefreshMetrics:
         :data:`lakehouse.slo.DEGRADED_REASONS`),
         ``lakehouse_snapshots_expired_total{view}`` and
         ``lakehouse_files_compacted_total{view}`` (data files compaction rewrote, Iceberg
-        and Delta: :mod:`lakehouse.maintenance`).
+        and Delta: :mod:`lakehouse.maintenance`),
+        ``lakehouse_memory_bytes{part}`` (the parts :meth:`watch_memory` was given), and
+        the ``process_*`` metrics of :class:`prometheus_client.ProcessCollector`
+        (``process_resident_memory_bytes``, CPU seconds, open files).
     """
 
     def __init__(self, clock: Callable[[], float] = time.time,
@@ -122,6 +145,16 @@ class RefreshMetrics:
                                  registry=self.registry)
         self.registry.register(_LagCollector(self._fresh_at_s, clock))
         self.registry.register(_TargetCollector(self))
+        ProcessCollector(registry=self.registry)
+
+    def watch_memory(self, parts: Mapping[str, Callable[[], int]]) -> None:
+        """Expose ``lakehouse_memory_bytes{part}``: each part's bytes, read at each scrape.
+
+        Args:
+            parts: Each part's name (``arrow_pool``, ``column_cache``...) and a callable
+                giving its bytes now; called from the metrics server's thread.
+        """
+        self.registry.register(_MemoryCollector(parts))
 
     def record(self, result: RefreshResult, started_s: float) -> None:
         """Count a refresh that succeeded; the view reflects its sources as of ``started_s``."""

@@ -205,6 +205,9 @@ class Runtime(AbstractContextManager["Runtime"]):
                                        config.history_retain_for_s)
                         if config.history_table else None)
         self.history_writer = HistoryWriter(self.history) if self.history else None
+        self.metrics.watch_memory({"arrow_pool": pa.total_allocated_bytes,
+                                   "column_cache": lambda: self.column_cache.size_bytes,
+                                   "view_states": lambda: self.states.driver_bytes})
         self._suspended: TTLCache[str, dict[str, str]] = TTLCache(1, SUSPENSION_TTL_S)
         self._last_failure: dict[str, str] = {}
         self._suspension_error = ""

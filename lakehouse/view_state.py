@@ -15,6 +15,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from ivm import AggregateState, TopKState
 from lakehouse.state_store import StateStore
 
@@ -32,6 +34,12 @@ class ViewStates:
     store: StateStore | None = None
     _kept: dict[str, tuple[str, dict[str, int], AggregateState | TopKState]] = field(
         default_factory=dict)
+
+    @property
+    def driver_bytes(self) -> int:
+        """Bytes of the states held on the driver now (their Arrow tables' buffers)."""
+        tables = [_driver_table(kept[2]) for kept in list(self._kept.values())]
+        return sum(table.nbytes for table in tables if table is not None)
 
     def get(self, view: str, sql: str, frontier: Mapping[str, int] | None,
             on_driver: bool = True) -> AggregateState | TopKState | None:
@@ -85,8 +93,13 @@ class ViewStates:
 
 def _held_on_driver(state: AggregateState | TopKState) -> bool:
     """Whether the state, or the aggregate state inside a top-K buffer, is on the driver."""
+    return _driver_table(state) is not None
+
+
+def _driver_table(state: AggregateState | TopKState) -> pa.Table | None:
+    """The state's (or its top-K buffer's aggregate state's) rows held on the driver."""
     aggregate = state.inner if isinstance(state, TopKState) else state
-    return aggregate is not None and aggregate.table is not None
+    return None if aggregate is None else aggregate.table
 
 
 def _first_line(error: Exception) -> str:

@@ -31,6 +31,7 @@ def run(
         help="HOST:PORT serving Prometheus /metrics; empty to disable.")] = "127.0.0.1:9464",
 ) -> None:
     """Refresh every view on its cadence until Ctrl-C or SIGTERM."""
+    from lakehouse.memory import releasing_freed_memory
     from lakehouse.runtime import Runtime
     from lakehouse.scheduler import Scheduler
 
@@ -56,7 +57,7 @@ def run(
         signal.signal(signal.SIGINT, lambda *_: scheduler.stop())
         console.print(f"catalog: {settings.catalog_uri}  views: {len(settings.views)}  "
                       f"workers: {settings.workers}  (Ctrl-C to stop)")
-        with progress(runtime) as display:
+        with progress(runtime) as display, releasing_freed_memory():
             scheduler.run(lambda view: _report(runtime, view, display),
                           lambda view: _maintain(runtime, view))
     console.print("stopped")
@@ -140,14 +141,16 @@ def serve(config: ConfigOption = Path("lakehouse.yaml"),
     from catalog_api.server import serve as serve_catalog
     from lakehouse.catalog_client import auth_config_error, catalog_settings
     from lakehouse.errors import ListenError
+    from lakehouse.memory import releasing_freed_memory
     from lakehouse.served import pipeline_routers
     from lakehouse.storage_probe import prepare_warehouse
 
     settings = load(config)
     try:
         prepare_warehouse(settings)
-        serve_catalog(catalog_settings(settings), host or settings.catalog.host,
-                      port or settings.catalog.port, routers=pipeline_routers(settings))
+        with releasing_freed_memory():
+            serve_catalog(catalog_settings(settings), host or settings.catalog.host,
+                          port or settings.catalog.port, routers=pipeline_routers(settings))
     except AuthSetupError as error:
         raise fail(auth_config_error(error)) from None
     except CatalogListenError as error:

@@ -267,7 +267,7 @@ def _soak(catalog: RestCatalog, uri: str, config: Path, rest: pa.Table,
     try:
         with lakehouse_process("run", "--config", str(config), "--metrics-listen",
                       f"127.0.0.1:{metrics_port}", log=run_log) as runner:
-            rss = RssSampler(runner.pid, {"catalog": server_pid})
+            rss = RssSampler(runner.pid, {"catalog": server_pid}, metrics_port)
             rss.start()
             try:
                 window = _steady(runner, run_log, poller, duration_s, warmup_s)

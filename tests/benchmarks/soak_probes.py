@@ -404,11 +404,14 @@ def lag_windows(lag_per_s: list[list[float]], since_s: int,
 
 
 class RssSampler:
-    """RSS of a process (Python) and of its ``java`` descendants (the JVM), over time."""
+    """RSS of a process (Python) and of its ``java`` descendants (the JVM), over time; with
+    ``metrics_port``, the parts of the process's memory it reports (:func:`memory_parts`)."""
 
-    def __init__(self, pid: int, others: dict[str, int] | None = None):
+    def __init__(self, pid: int, others: dict[str, int] | None = None,
+                 metrics_port: int | None = None):
         self.process = psutil.Process(pid)
         self.others = {name: psutil.Process(p) for name, p in (others or {}).items()}
+        self.metrics_port = metrics_port
         self.samples: list[dict[str, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="soak-rss")
@@ -443,6 +446,11 @@ class RssSampler:
                "jvm_mib": round(jvm / MIB, 1)}
         for name, process in self.others.items():
             out[f"{name}_mib"] = round(process.memory_info().rss / MIB, 1)
+        if self.metrics_port is not None:
+            try:
+                out.update(memory_parts(self.metrics_port))
+            except httpx.HTTPError:
+                pass  # not serving yet
         return out
 
 
@@ -476,6 +484,17 @@ def _slope(points: list[tuple[float, float]]) -> float:
     mean_v = sum(v for _, v in points) / len(points)
     var = sum((t - mean_t) ** 2 for t, _ in points)
     return sum((t - mean_t) * (v - mean_v) for t, v in points) / var if var else 0.0
+
+
+def memory_parts(port: int) -> dict[str, float]:
+    """From ``lakehouse run``'s ``/metrics``: ``<part>_mib`` of each part of its memory
+    (``lakehouse_memory_bytes``: Arrow's pool, the column cache, the view states)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return {f"{sample.labels['part']}_mib": round(sample.value / MIB, 1)
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name == "lakehouse_memory_bytes"}
 
 
 def metrics(port: int) -> dict[str, dict[str, float]]:

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -5,7 +8,7 @@ import pytest
 
 from ivm import DRIVER_READ_MAX_ROWS
 from lakehouse.config import parse_config
-from lakehouse.memory import memory_limit_bytes
+from lakehouse.memory import memory_limit_bytes, releasing_freed_memory
 
 MACHINE = psutil.virtual_memory().total
 
@@ -42,3 +45,68 @@ def test_the_column_cache_and_the_driver_read_limit_follow_memory(
     assert parse_config({}).driver_read_max_rows == DRIVER_READ_MAX_ROWS  # the floor
     assert parse_config({"column_cache_bytes": 0}).driver_read_max_rows == DRIVER_READ_MAX_ROWS
     assert parse_config({"column_cache_bytes": 64 << 30}).column_cache_bytes == 64 << 30
+
+
+CHURN = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse.memory import release_freed_memory
+
+kept = []
+
+
+def churn(seed: int) -> None:  # arrays of up to 2 MiB built and dropped, one in 15 kept
+    sizes = np.random.default_rng(seed).integers(1_000, 250_000, 200)
+    built = [pc.multiply(pc.random(int(n)), 2.0) for n in sizes]
+    kept.extend(built[::15])
+
+
+with ThreadPoolExecutor(4) as pool:
+    list(pool.map(churn, range(8)))
+process = psutil.Process()
+before = process.memory_info().rss
+if sys.argv[1] == "release":
+    release_freed_memory()
+print(before, process.memory_info().rss, pa.total_allocated_bytes())
+"""
+
+
+def _churned(release: bool) -> tuple[int, int, int]:
+    """RSS before and after (releasing or not), and Arrow's live bytes, of a process that
+    built and dropped Arrow arrays on four threads."""
+    out = subprocess.run([sys.executable, "-c", CHURN, "release" if release else "keep"],
+                         check=True, capture_output=True, text=True).stdout
+    before, after, live = (int(n) for n in out.split())
+    return before, after, live
+
+
+def test_releasing_gives_back_what_arrow_and_malloc_freed() -> None:
+    before, kept_rss, live = _churned(release=False)
+    assert kept_rss > before - (16 << 20)  # without a release, the freed pages stay
+    held, released, live = _churned(release=True)
+    assert held - live > 200 << 20  # the pool held far more than its live arrays
+    assert released < held - (held - live) // 2  # most of what it held for reuse is back
+
+
+def test_releasing_runs_on_its_cadence_and_outlives_a_failed_release() -> None:
+    calls: list[float] = []
+
+    def release() -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise RuntimeError("first release fails")
+
+    with releasing_freed_memory(every_s=0.02, release=release):
+        deadline = time.monotonic() + 10
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    count = len(calls)
+    assert count >= 3  # the failed first release did not stop the thread
+    time.sleep(0.1)
+    assert len(calls) == count  # none after the block

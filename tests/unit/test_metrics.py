@@ -95,3 +95,16 @@ def test_the_grafana_dashboard_queries_only_exported_metrics() -> None:
     assert used <= labels | {"le"}, used - labels
     assert {"lakehouse_view_lag_seconds", "lakehouse_view_target_lag_seconds",
             "lakehouse_view_slo_compliance", "lakehouse_view_degraded"} <= queried
+
+
+def test_memory_parts_are_read_at_each_scrape() -> None:
+    metrics = RefreshMetrics(Clock())
+    held = {"column_cache": 100}
+    metrics.watch_memory({"column_cache": lambda: held["column_cache"],
+                          "view_states": lambda: 7})
+    found = samples(metrics)
+    assert found[("lakehouse_memory_bytes", (("part", "column_cache"),))] == 100
+    assert found[("lakehouse_memory_bytes", (("part", "view_states"),))] == 7
+    held["column_cache"] = 250
+    assert samples(metrics)[("lakehouse_memory_bytes", (("part", "column_cache"),))] == 250
+    assert samples(metrics)[("process_resident_memory_bytes", ())] > 0
