@@ -37,9 +37,15 @@ class ViewStates:
 
     @property
     def driver_bytes(self) -> int:
-        """Bytes of the states held on the driver now (their Arrow tables' buffers)."""
-        tables = [_driver_table(kept[2]) for kept in list(self._kept.values())]
-        return sum(table.nbytes for table in tables if table is not None)
+        """Bytes of the states on the driver now: their rows' and last changes' buffers."""
+        held = 0
+        for _, _, state in list(self._kept.values()):  # a copy: the workers write
+            aggregate = state.inner if isinstance(state, TopKState) else state
+            if aggregate is not None and aggregate.table is not None:
+                change = aggregate.change if isinstance(aggregate.change, pa.Table) else None
+                held += sum(t.get_total_buffer_size() for t in (aggregate.table, change)
+                            if t is not None)
+        return held
 
     def get(self, view: str, sql: str, frontier: Mapping[str, int] | None,
             on_driver: bool = True) -> AggregateState | TopKState | None:
@@ -93,13 +99,8 @@ class ViewStates:
 
 def _held_on_driver(state: AggregateState | TopKState) -> bool:
     """Whether the state, or the aggregate state inside a top-K buffer, is on the driver."""
-    return _driver_table(state) is not None
-
-
-def _driver_table(state: AggregateState | TopKState) -> pa.Table | None:
-    """The state's (or its top-K buffer's aggregate state's) rows held on the driver."""
     aggregate = state.inner if isinstance(state, TopKState) else state
-    return None if aggregate is None else aggregate.table
+    return aggregate is not None and aggregate.table is not None
 
 
 def _first_line(error: Exception) -> str:

@@ -17,7 +17,7 @@ from tests.benchmarks.common import read_results  # noqa: E402
 from tests.benchmarks.crossings import KINDS, crossovers, points  # noqa: E402
 from tests.benchmarks.findings import findings, ran_on, spark_jobs  # noqa: E402
 from tests.benchmarks.profile import CATEGORIES, categorize  # noqa: E402
-from tests.benchmarks.soak_probes import lag_windows  # noqa: E402
+from tests.benchmarks.soak_probes import growth, lag_windows  # noqa: E402
 from tests.benchmarks.targets import (  # noqa: E402
     FLOOR_ENGINES,
     QUERIES,
@@ -746,7 +746,19 @@ def _soak_rss(soak: dict[str, Any]) -> list[str]:
         lines += [f"The same from the end of the lag warm-up ({soak['warmup_s']:.0f} s), "
                   "while the source's metadata was still growing:", ""]
         lines += _table(RSS_COLUMNS, _rss_rows(early))
+    parts = {key: growth(sampled, key, since) for key in MEMORY_PARTS
+             if (sampled := [sample for sample in soak["rss"] if key in sample])}
+    if parts:
+        lines += ["What `lakehouse run` reports holding (`lakehouse_memory_bytes`, scraped "
+                  "with each sample; docs/operations.md): Arrow's live allocations "
+                  "(`arrow_pool`), the decoded source columns kept (`column_cache`) and "
+                  "the aggregate states on the driver (`view_states`):", ""]
+        lines += _table(["part", *RSS_COLUMNS[1:]], _rss_rows(parts))
     return lines
+
+
+MEMORY_PARTS = ("arrow_pool_mib", "column_cache_mib", "view_states_mib")
+"""The parts of ``lakehouse run``'s memory the soak samples from its ``/metrics``."""
 
 
 def _rss_rows(growths: dict[str, dict[str, Any]]) -> list[list[Any]]:
@@ -775,13 +787,14 @@ def _plot_soak(soak: dict[str, Any]) -> None:
     fig.savefig(PLOTS / "soak_lag.png", dpi=90)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(8, 3.5))
-    for key in ("python_mib", "jvm_mib", "catalog_mib"):
-        ax.plot([s["t"] for s in soak["rss"]], [s.get(key) for s in soak["rss"]],
-                label=key.removesuffix("_mib"))
+    for key in ("python_mib", "jvm_mib", "catalog_mib", *MEMORY_PARTS):
+        if any(key in sample for sample in soak["rss"]):
+            ax.plot([s["t"] for s in soak["rss"]], [s.get(key) for s in soak["rss"]],
+                    label=key.removesuffix("_mib"), ls=":" if key in MEMORY_PARTS else "-")
     ax.axvline(soak.get("rss_since_s", soak["warmup_s"]), color="grey", ls=":",
                label="RSS judged from")
     ax.set_xlabel("seconds since every view was built")
-    ax.set_ylabel("RSS (MiB)")
+    ax.set_ylabel("RSS; dotted: parts held (MiB)")
     ax.legend(fontsize=7, loc="center right")
     ax.grid(alpha=0.3)
     counts = soak.get("source_snapshots", [])

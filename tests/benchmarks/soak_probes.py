@@ -449,8 +449,8 @@ class RssSampler:
         if self.metrics_port is not None:
             try:
                 out.update(memory_parts(self.metrics_port))
-            except httpx.HTTPError:
-                pass  # not serving yet
+            except (httpx.HTTPError, ValueError):
+                pass  # not serving yet, or cut short
         return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -107,4 +108,5 @@ def test_memory_parts_are_read_at_each_scrape() -> None:
     assert found[("lakehouse_memory_bytes", (("part", "view_states"),))] == 7
     held["column_cache"] = 250
     assert samples(metrics)[("lakehouse_memory_bytes", (("part", "column_cache"),))] == 250
-    assert samples(metrics)[("process_resident_memory_bytes", ())] > 0
+    if sys.platform == "linux":  # the process metrics read /proc
+        assert samples(metrics)[("process_resident_memory_bytes", ())] > 0

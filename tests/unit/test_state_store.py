@@ -145,12 +145,14 @@ def test_data_not_holding_the_rows_its_record_counts_reads_as_no_state(tmp_path:
         "v.c", SQL, {"f": 2}) is None  # logged; the tick rebuilds the state
 
 
-
 def test_view_states_count_the_bytes_they_hold_on_the_driver() -> None:
     states = ViewStates()
     assert states.driver_bytes == 0
     states.put("v.a", SQL, {"flights": 3}, _state())
     states.put("v.b", SQL, {"flights": 3}, AggregateState((), table=_groups({"a": 1})))
-    assert states.driver_bytes == _state().table.nbytes + _groups({"a": 1}).nbytes
+    one, two = _state().table, _groups({"a": 1})
+    assert states.driver_bytes == one.get_total_buffer_size() + two.get_total_buffer_size()
     states.put("v.a", SQL, {"flights": 4}, None)  # forgotten
-    assert states.driver_bytes == _groups({"a": 1}).nbytes
+    assert states.driver_bytes == two.get_total_buffer_size()
+    states.put("v.b", SQL, {"flights": 4}, AggregateState((), table=two, change=two))
+    assert states.driver_bytes == 2 * two.get_total_buffer_size()  # with its change
