@@ -31,7 +31,7 @@ def run(
         help="HOST:PORT serving Prometheus /metrics; empty to disable.")] = "127.0.0.1:9464",
 ) -> None:
     """Refresh every view on its cadence until Ctrl-C or SIGTERM."""
-    from lakehouse.memory import releasing_freed_memory
+    from lakehouse.memory import ReleaseAfterWork, releasing_freed_memory
     from lakehouse.runtime import Runtime
     from lakehouse.scheduler import Scheduler
 
@@ -57,9 +57,10 @@ def run(
         signal.signal(signal.SIGINT, lambda *_: scheduler.stop())
         console.print(f"catalog: {settings.catalog_uri}  views: {len(settings.views)}  "
                       f"workers: {settings.workers}  (Ctrl-C to stop)")
+        release = ReleaseAfterWork()  # from each worker's own heap too
         with progress(runtime) as display, releasing_freed_memory():
-            scheduler.run(lambda view: _report(runtime, view, display),
-                          lambda view: _maintain(runtime, view))
+            scheduler.run(release.after(lambda view: _report(runtime, view, display)),
+                          release.after(lambda view: _maintain(runtime, view)))
     console.print("stopped")
 
 

@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from ivm import DRIVER_READ_MAX_ROWS
 from lakehouse.config import parse_config
-from lakehouse.memory import memory_limit_bytes, releasing_freed_memory
+from lakehouse.memory import ReleaseAfterWork, memory_limit_bytes, releasing_freed_memory
 
 MACHINE = psutil.virtual_memory().total
 
@@ -48,7 +49,7 @@ def test_the_column_cache_and_the_driver_read_limit_follow_memory(
 
 
 CHURN = """
-import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -57,7 +58,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.memory import releasing_freed_memory
+from lakehouse.memory import ReleaseAfterWork, releasing_freed_memory
 
 kept = []
 
@@ -72,21 +73,58 @@ process = psutil.Process()
 with ThreadPoolExecutor(4) as pool:  # alive throughout, as the scheduler's workers are
     list(pool.map(churn, range(8)))
     held = process.memory_info().rss
-    if sys.argv[1] == "release":
-        with releasing_freed_memory(every_s=0.1):  # from a thread of its own
-            time.sleep(0.5)
-    print(held, process.memory_info().rss, pa.total_allocated_bytes())
+    with releasing_freed_memory(every_s=0.1):  # from a thread of its own
+        time.sleep(0.5)
+    released = process.memory_info().rss
+    barrier = threading.Barrier(4)  # each worker runs one of the jobs
+    list(pool.map(ReleaseAfterWork().after(lambda _: barrier.wait()), range(4)))
+    print(held, released, process.memory_info().rss, pa.total_allocated_bytes())
 """
 
 
 def test_releasing_gives_back_what_the_arrow_pool_freed() -> None:
-    """RSS of a process whose four threads built and dropped Arrow arrays, before and after
-    half a second of :func:`releasing_freed_memory`, and Arrow's live bytes."""
-    out = subprocess.run([sys.executable, "-c", CHURN, "release"],
-                         check=True, capture_output=True, text=True).stdout
-    held, released, live = (int(n) for n in out.split())
+    """RSS of a process whose four threads built and dropped Arrow arrays: before, after
+    half a second of :func:`releasing_freed_memory`, after a job on each worker released
+    (:class:`ReleaseAfterWork`); and Arrow's live bytes."""
+    out = subprocess.run([sys.executable, "-c", CHURN], check=True, capture_output=True,
+                         text=True).stdout
+    held, released, by_workers, live = (int(n) for n in out.split())
     assert held - live > 200 << 20  # the pool held far more than its live arrays
     assert released < held - (held - live) // 2  # most of what it held for reuse is back
+    assert by_workers < released - (20 << 20)  # and what the workers' heaps kept
+
+
+def test_a_worker_releases_after_its_work_at_most_every_period() -> None:
+    now = [0.0]
+    released: list[str] = []
+    after = ReleaseAfterWork(10.0, lambda: released.append(threading.current_thread().name),
+                             clock=lambda: now[0])
+    job = after.after(lambda item: None)
+    job(1)
+    job(2)  # within the period: no release
+    assert released == ["MainThread"]
+    now[0] = 10.0
+    job(3)
+    assert released == ["MainThread"] * 2
+    other = threading.Thread(target=job, args=(4,), name="worker")
+    other.start()
+    other.join()
+    assert released[-1] == "worker"  # each thread on its own period
+
+
+def test_a_failed_job_or_release_still_releases_or_logs() -> None:
+    calls: list[int] = []
+
+    def release() -> None:
+        calls.append(1)
+        raise RuntimeError("release failed")
+
+    def job(item: int) -> None:
+        raise ValueError(item)
+
+    with pytest.raises(ValueError):
+        ReleaseAfterWork(10.0, release).after(job)(7)
+    assert calls == [1]  # released after the failed job; its own error only logged
 
 
 def test_releasing_runs_on_its_cadence_and_outlives_a_failed_release() -> None:
