@@ -119,17 +119,21 @@ def _machine(results: dict[str, Any]) -> list[str]:
         meta = results.get(part, {}).get("_meta")
         if meta:
             rows.append([part, meta["started"], f"{meta['wall_s']:.0f}",
+                         meta.get("machine", {}).get("cpu", "–"),
                          " / ".join(map(str, meta["load_before"])),
                          " / ".join(map(str, meta["load_after"]))])
     for sf, entry in results.get("tpch", {}).get("scale_factors", {}).items():
         meta = entry.get("meta")
         if meta:
             rows.append([f"tpch SF {sf} (last run)", meta["started"], meta["wall_s"],
+                         meta.get("machine", {}).get("cpu", "–"),
                          " / ".join(map(str, meta["load_before"])),
                          " / ".join(map(str, meta["load_after"]))])
-    lines += _table(["part", "started", "wall s", "load 1/5/15 min before",
+    lines += _table(["part", "started", "wall s", "cpu", "load 1/5/15 min before",
                      "load after"], rows)
-    lines += ["Every measurement also records the 1-minute load average at its end (column "
+    lines += ["Parts run in different sessions may have run on different machines of the "
+              "same size (*cpu*): compare times across parts with that in mind. "
+              "Every measurement also records the 1-minute load average at its end (column "
               "*load*). The machine has 2 cores, and the load counts the benchmark's own "
               "threads: a part running alone shows 2-3; more means other processes (other test "
               "runs) were competing for the cores, and times are inflated accordingly.", ""]
